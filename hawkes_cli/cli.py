@@ -1,0 +1,328 @@
+"""Command-line interface: ``hawkes-run``, ``hawkes-prep``, ``hawkes-diagnose``.
+
+The only module that prints. User mistakes (:class:`~hawkes_cli.errors.HawkesError`) become one
+``error: ...`` line on stderr and the error's exit code, never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+
+from . import __version__
+from .errors import HawkesError, UsageError
+
+log = logging.getLogger("hawkes_cli")
+
+
+def _setup_logging(verbose: int) -> None:
+    level = logging.WARNING - 10 * min(verbose, 2)
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", force=True)
+
+
+def _run_guarded(group: click.Command) -> Callable[[], None]:
+    """Wrap a click group so HawkesError prints one line and exits with its code."""
+
+    def main() -> None:
+        try:
+            group.main(standalone_mode=False)
+        except HawkesError as exc:
+            click.echo(f"error: {exc}", err=True)
+            sys.exit(exc.exit_code)
+        except click.exceptions.Abort:
+            click.echo("aborted", err=True)
+            sys.exit(130)
+        except click.ClickException as exc:
+            exc.show()
+            sys.exit(exc.exit_code)
+        except click.exceptions.Exit as exc:
+            sys.exit(exc.exit_code)
+        except KeyboardInterrupt:
+            click.echo("interrupted", err=True)
+            sys.exit(130)
+
+    return main
+
+
+_verbose = click.option("-v", "--verbose", count=True, help="More log output (-v info, -vv debug).")
+
+
+# --------------------------------------------------------------------------- hawkes-run
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="hawkes")
+@_verbose
+def run(verbose: int) -> None:
+    """Evaluate likelihoods and run MCMC chains for spatiotemporal Hawkes models."""
+    _setup_logging(verbose)
+
+
+@run.command("loglik")
+@click.argument("events", type=click.Path(path_type=Path))
+@click.option(
+    "--model",
+    type=click.Choice(["1", "2"]),
+    default="1",
+    show_default=True,
+    help="1: constant trigger lengthscale; 2: sigma_x / sqrt(density).",
+)
+@click.option(
+    "--engine",
+    "engine_name",
+    type=click.Choice(["reference", "opencl"]),
+    default="opencl",
+    show_default=True,
+)
+@click.option(
+    "--precision",
+    type=click.Choice(["float32", "float64"]),
+    default="float64",
+    show_default=True,
+    help="Working precision of the OpenCL pair terms.",
+)
+@click.option(
+    "--area",
+    type=float,
+    default=None,
+    help="Study-region area (coordinate units squared); default: the file's 'area'.",
+)
+@click.option(
+    "--param",
+    "params",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="Each of mu0, tau_t, xi0, sigma_x, sigma_t (repeat the option).",
+)
+@click.option(
+    "--window-end",
+    type=float,
+    default=None,
+    help="End T of the observation window (default: last event time).",
+)
+@click.option(
+    "--device",
+    default=None,
+    help="OpenCL device: P:D, 'gpu', 'cpu' or part of its name (see `devices`).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def loglik_cmd(
+    events: Path,
+    model: str,
+    engine_name: str,
+    precision: str,
+    area: float | None,
+    params: tuple[str, ...],
+    window_end: float | None,
+    device: str | None,
+    as_json: bool,
+) -> None:
+    """Log-likelihood of EVENTS (CSV or HDF5) at the given parameters.
+
+    Under mpiexec/srun the rows are split over the ranks and rank 0 prints. The time reported
+    is one full evaluation (both pair passes) after a warm-up evaluation, so program build,
+    data upload and first-launch compilation are excluded.
+    """
+    from .data import load_events
+    from .engine import make_likelihood
+    from .model import parse_param_items
+    from .parallel import world_comm
+
+    p = parse_param_items(params)
+    comm = world_comm()
+    data = load_events(events, need_density=(model == "2"))
+    area = _resolve_area(area, data.attrs, events)
+    lik = make_likelihood(
+        data,
+        model=int(model),
+        area=area,
+        engine=engine_name,
+        precision=precision,
+        comm=comm,
+        device=device,
+        window_end=window_end,
+    )
+    if engine_name == "opencl":  # the first launch JIT-compiles work-group code (PoCL): warm up
+        lik.loglik(p)
+        lik.clear_cache()
+    comm.barrier()
+    t0 = time.perf_counter()
+    value = lik.loglik(p)
+    seconds = time.perf_counter() - t0
+    if comm.rank != 0:
+        return
+    if as_json:
+        out = {
+            "loglik": value,
+            "seconds": seconds,
+            "n": data.n,
+            "model": int(model),
+            "engine": engine_name,
+            "precision": precision if engine_name == "opencl" else "float64",
+            "ranks": comm.size,
+            "params": p.as_dict(),
+        }
+        click.echo(json.dumps(out))
+    else:
+        click.echo(f"loglik   {value:.12g}")
+        click.echo(f"seconds  {seconds:.6f}")
+        click.echo(f"n        {data.n}")
+
+
+def _resolve_area(area: float | None, attrs: dict[str, Any], source: Path) -> float:
+    if area is None:
+        if "area" not in attrs:
+            raise UsageError(
+                f"no --area given and {source} has no 'area' attribute; pass --area A "
+                "(study-region area in coordinate units squared)"
+            )
+        area = float(attrs["area"])
+    if not area > 0:
+        raise UsageError(f"--area must be > 0, got {area}")
+    return area
+
+
+@run.command("devices")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def devices_cmd(as_json: bool) -> None:
+    """List OpenCL platforms and devices (with float64 support)."""
+    from .kernels import list_devices
+
+    found = list_devices()
+    if as_json:
+        click.echo(json.dumps([{**d.__dict__, "ident": d.ident} for d in found], indent=2))
+        return
+    if not found:
+        raise HawkesError("no OpenCL device found; `pip install pocl-binary-distribution`")
+    click.echo(f"{'id':<6}{'kind':<6}{'fp64':<6}{'CUs':>5} {'memory':>9}  device (platform)")
+    for d in found:
+        click.echo(
+            f"{d.ident:<6}{d.kind:<6}{'yes' if d.float64 else 'no':<6}{d.compute_units:>5} "
+            f"{d.global_mem_mb:>6} MB  {d.name} ({d.platform})"
+        )
+
+
+# --------------------------------------------------------------------------- hawkes-prep
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="hawkes")
+@_verbose
+def prep(verbose: int) -> None:
+    """Prepare event files: simulate from the model (county and HHS steps to come)."""
+    _setup_logging(verbose)
+
+
+@prep.command("simulate")
+@click.option(
+    "--out",
+    "out",
+    type=click.Path(path_type=Path),
+    required=True,
+    help="Events file to write (.h5 keeps the metadata; .csv does not).",
+)
+@click.option("--model", type=click.Choice(["1", "2"]), default="1", show_default=True)
+@click.option(
+    "--param",
+    "params",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="True parameters; defaults: mu0=0.5 tau_t=30 xi0=0.5 sigma_x=0.2 sigma_t=5.",
+)
+@click.option(
+    "--n-background",
+    type=int,
+    default=1000,
+    show_default=True,
+    help="Expected number of background events.",
+)
+@click.option(
+    "--t-end", type=float, default=365.0, show_default=True, help="End of the time window (days)."
+)
+@click.option(
+    "--bounds",
+    type=float,
+    nargs=4,
+    default=(0.0, 10.0, 0.0, 10.0),
+    show_default=True,
+    metavar="X0 X1 Y0 Y1",
+    help="Rectangle of the study region.",
+)
+@click.option(
+    "--grid",
+    type=int,
+    nargs=2,
+    default=None,
+    metavar="NX NY",
+    help="Grid of square synthetic counties with densities (needed for model 2).",
+)
+@click.option(
+    "--density-range",
+    type=float,
+    nargs=2,
+    default=(0.04, 70000.0),
+    show_default=True,
+    metavar="LOW HIGH",
+    help="Log-uniform range of the grid's densities.",
+)
+@click.option("--integer-days", is_flag=True, help="Floor times to whole days (ties).")
+@click.option("--seed", type=int, default=0, show_default=True)
+def simulate_cmd(
+    out: Path,
+    model: str,
+    params: tuple[str, ...],
+    n_background: int,
+    t_end: float,
+    bounds: tuple[float, float, float, float],
+    grid: tuple[int, int] | None,
+    density_range: tuple[float, float],
+    integer_days: bool,
+    seed: int,
+) -> None:
+    """Simulate events from the model (branching representation) into an events file."""
+    from .data import save_events
+    from .model import parse_param_items
+    from .simulate import DensityGrid, simulate
+
+    defaults = {"mu0": "0.5", "tau_t": "30", "xi0": "0.5", "sigma_x": "0.2", "sigma_t": "5"}
+    given = {item.partition("=")[0].strip() for item in params}
+    items = [*params, *(f"{k}={v}" for k, v in defaults.items() if k not in given)]
+    p = parse_param_items(items)
+    if model == "2" and grid is None:
+        grid = (10, 10)
+    density_grid = None
+    if grid is not None:
+        density_grid = DensityGrid.log_uniform(
+            tuple(bounds), grid[0], grid[1], density_range[0], density_range[1], seed
+        )
+    data = simulate(
+        p,
+        model=int(model),
+        n_background=n_background,
+        t_end=t_end,
+        bounds=tuple(bounds),
+        seed=seed,
+        grid=density_grid,
+        integer_days=integer_days,
+    )
+    save_events(data, out)
+    click.echo(f"wrote {data.n} events to {out} (area {data.attrs.get('area')})")
+
+
+# --------------------------------------------------------------------------- hawkes-diagnose
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="hawkes")
+@click.argument("run_dir", type=click.Path(path_type=Path))
+def diagnose(run_dir: Path) -> None:
+    """Convergence diagnostics and posterior tables of a run (not available yet)."""
+    raise HawkesError(
+        "hawkes-diagnose is not implemented in this version; chain files are readable with h5py"
+    )
+
+
+run_main = _run_guarded(run)
+prep_main = _run_guarded(prep)
+diagnose_main = _run_guarded(diagnose)

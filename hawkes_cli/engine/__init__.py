@@ -1,0 +1,89 @@
+"""Likelihood engines: build the pair-sum backend of one rank and wrap it in a Likelihood."""
+
+from __future__ import annotations
+
+import logging
+
+from ..data import EventData
+from ..errors import UsageError
+from ..parallel import Comm, SerialComm, local_rank, partition_rows
+from .base import Evaluation, Likelihood, PairBackend, TimeStructure
+
+log = logging.getLogger(__name__)
+
+ENGINES: tuple[str, ...] = ("reference", "opencl")
+
+__all__ = ["ENGINES", "Evaluation", "Likelihood", "PairBackend", "TimeStructure", "make_likelihood"]
+
+
+def make_likelihood(
+    data: EventData,
+    *,
+    model: int,
+    area: float,
+    engine: str = "opencl",
+    precision: str = "float32",
+    comm: Comm | None = None,
+    device: str | None = None,
+    window_end: float | None = None,
+) -> Likelihood:
+    """The log-likelihood of ``data`` for this rank of ``comm``.
+
+    Rows are split into ``comm.size`` contiguous blocks balanced by pair work
+    (:meth:`TimeStructure.row_cost`); this rank evaluates its block and the partial sums are
+    reduced in float64.
+
+    Parameters
+    ----------
+    data
+        Events sorted by time (see :mod:`hawkes_cli.data`).
+    model
+        1 or 2 (model 2 needs ``data.density``).
+    area
+        Study-region area in coordinate units squared (> 0).
+    engine
+        ``"reference"`` (numpy float64) or ``"opencl"``.
+    precision
+        ``"float32"`` or ``"float64"`` (OpenCL only; the reference is always float64).
+    comm
+        The chain's communicator (default: serial).
+    device
+        OpenCL device spec (see :func:`hawkes_cli.kernels.select_device`).
+    window_end
+        End ``T`` of the observation window (default: the last event time).
+    """
+    comm = comm or SerialComm()
+    if engine not in ENGINES:
+        raise UsageError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
+    if not area > 0:
+        raise UsageError(f"area must be > 0 (coordinate units squared), got {area!r}")
+    if model == 2 and data.density is None:
+        raise UsageError(
+            f"model 2 needs a 'density' column in {data.source}; add it or use --model 1"
+        )
+    ts = TimeStructure.from_times(data.time)
+    rows = partition_rows(ts.row_cost(), comm.size)[comm.rank]
+    density = data.density if model == 2 else None
+    if engine == "reference":
+        from .reference import ReferenceBackend
+
+        backend: PairBackend = ReferenceBackend(
+            data.time, data.x, data.y, density, model=model, area=area, rows=rows
+        )
+    else:
+        from .opencl import OpenCLBackend
+
+        backend = OpenCLBackend(
+            data.time,
+            data.x,
+            data.y,
+            density,
+            model=model,
+            area=area,
+            precision=precision,
+            rows=rows,
+            device=device,
+            local_rank=local_rank(comm),
+        )
+    log.info("rank %d/%d: rows %d..%d of %d", comm.rank, comm.size, *rows, data.n)
+    return Likelihood(backend, data.time, window_end=window_end, comm=comm)

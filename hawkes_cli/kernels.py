@@ -1,0 +1,223 @@
+"""OpenCL runtime: kernel sources, device discovery and selection, program cache.
+
+Only this module and :mod:`hawkes_cli.engine.opencl` import :mod:`pyopencl`, and only inside
+functions, so ``hawkes-run --help`` never loads an OpenCL driver.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import warnings
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from .errors import DeviceError
+
+log = logging.getLogger(__name__)
+
+KERNEL_FILE = "hawkes.cl"
+PRECISIONS: tuple[str, ...] = ("float32", "float64")
+DEVICE_ENV = "HAWKES_OPENCL_DEVICE"
+
+
+def kernel_dir() -> Path:
+    """Directory holding the OpenCL sources.
+
+    Installed wheels carry them as ``hawkes_cli/_kernels`` (hatchling ``force-include``); a
+    source checkout has them in ``kernels/`` next to the package.
+    """
+    packaged = resources.files("hawkes_cli").joinpath("_kernels")
+    if packaged.joinpath(KERNEL_FILE).is_file():
+        return Path(str(packaged))
+    checkout = Path(__file__).resolve().parent.parent / "kernels"
+    if (checkout / KERNEL_FILE).is_file():
+        return checkout
+    raise DeviceError(
+        f"OpenCL source {KERNEL_FILE} not found in {packaged} nor {checkout}; "
+        "reinstall the package (pip install .)"
+    )
+
+
+@lru_cache(maxsize=1)
+def kernel_source() -> str:
+    """The OpenCL C source of the likelihood kernels."""
+    return (kernel_dir() / KERNEL_FILE).read_text(encoding="utf-8")
+
+
+def kernel_sha256() -> str:
+    """SHA-256 of the kernel source (recorded in chain files for provenance)."""
+    return hashlib.sha256(kernel_source().encode("utf-8")).hexdigest()
+
+
+def _cl() -> Any:
+    try:
+        import pyopencl as cl
+    except ImportError as exc:  # pragma: no cover - depends on the install
+        raise DeviceError(
+            f"pyopencl is not importable ({exc}); install it with "
+            "`pip install pyopencl pocl-binary-distribution`"
+        ) from None
+    return cl
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    """One OpenCL device as listed by :func:`list_devices`."""
+
+    platform_index: int
+    device_index: int
+    platform: str
+    name: str
+    kind: str  # "gpu", "cpu", "accelerator" or "other"
+    compute_units: int
+    global_mem_mb: int
+    float64: bool
+
+    @property
+    def ident(self) -> str:
+        """``PLATFORM:DEVICE`` indices, the form accepted by ``engine.device``."""
+        return f"{self.platform_index}:{self.device_index}"
+
+
+def _kind(dev: Any, cl: Any) -> str:
+    t = dev.type
+    if t & cl.device_type.GPU:
+        return "gpu"
+    if t & cl.device_type.CPU:
+        return "cpu"
+    if t & cl.device_type.ACCELERATOR:
+        return "accelerator"
+    return "other"
+
+
+def _all_devices() -> list[tuple[DeviceInfo, Any]]:
+    cl = _cl()
+    try:
+        platforms = cl.get_platforms()
+    except cl.Error as exc:
+        raise DeviceError(
+            f"no OpenCL platform found ({exc}); install a driver, e.g. "
+            "`pip install pocl-binary-distribution` for a CPU device"
+        ) from None
+    found = []
+    for pi, plat in enumerate(platforms):
+        try:
+            devices = plat.get_devices()
+        except cl.Error:  # a platform with no devices
+            continue
+        for di, dev in enumerate(devices):
+            info = DeviceInfo(
+                platform_index=pi,
+                device_index=di,
+                platform=plat.name.strip(),
+                name=dev.name.strip(),
+                kind=_kind(dev, cl),
+                compute_units=int(dev.max_compute_units),
+                global_mem_mb=int(dev.global_mem_size) // 2**20,
+                float64=bool(dev.double_fp_config),
+            )
+            found.append((info, dev))
+    return found
+
+
+def list_devices() -> list[DeviceInfo]:
+    """All OpenCL devices of all platforms, in platform then device order."""
+    return [info for info, _ in _all_devices()]
+
+
+def select_device(spec: str | None = None, local_rank: int = 0) -> tuple[DeviceInfo, Any]:
+    """Choose the OpenCL device this process drives.
+
+    Parameters
+    ----------
+    spec
+        ``None`` (use ``$HAWKES_OPENCL_DEVICE`` if set, else automatic), ``"P:D"`` platform and
+        device indices, ``"gpu"`` / ``"cpu"`` (that kind only), or a case-insensitive substring of
+        the device name.
+    local_rank
+        This process's rank on its node; among several matching devices, device
+        ``local_rank % count`` is taken, so ranks of one node spread over its GPUs.
+
+    Returns
+    -------
+    (DeviceInfo, pyopencl.Device)
+
+    Raises
+    ------
+    DeviceError
+        No device at all, or none matching ``spec`` (the message lists what exists).
+    """
+    spec = spec if spec is not None else os.environ.get(DEVICE_ENV) or None
+    devices = _all_devices()
+    if not devices:
+        raise DeviceError(
+            "no OpenCL device found; install a driver, e.g. "
+            "`pip install pocl-binary-distribution` for a CPU device"
+        )
+    listing = "; ".join(f"{i.ident} {i.name} ({i.kind})" for i, _ in devices)
+    if spec is None:
+        gpus = [d for d in devices if d[0].kind == "gpu"]
+        chosen = gpus or devices
+    elif ":" in spec and all(p.strip().isdigit() for p in spec.split(":", 1)):
+        chosen = [d for d in devices if d[0].ident == spec.replace(" ", "")]
+    elif spec.lower() in ("gpu", "cpu", "accelerator"):
+        chosen = [d for d in devices if d[0].kind == spec.lower()]
+    else:
+        chosen = [d for d in devices if spec.lower() in d[0].name.lower()]
+    if not chosen:
+        raise DeviceError(
+            f"no OpenCL device matches {spec!r}; available: {listing}. "
+            "Use P:D indices from `hawkes-run devices`, 'gpu', 'cpu' or part of a name"
+        )
+    info, dev = chosen[local_rank % len(chosen)]
+    return info, dev
+
+
+def require_float64(info: DeviceInfo) -> None:
+    """Raise :class:`DeviceError` unless the device supports float64 (cl_khr_fp64).
+
+    The kernels accumulate every row in float64 whatever the working precision.
+    """
+    if not info.float64:
+        raise DeviceError(
+            f"OpenCL device {info.ident} {info.name!r} has no float64 support (cl_khr_fp64), "
+            "which the likelihood kernels need for their float64 accumulation; choose another "
+            "device with --device / engine.device (see `hawkes-run devices`)"
+        )
+
+
+_PROGRAMS: dict[tuple[int, str], Any] = {}
+
+
+def build_program(context: Any, precision: str) -> Any:
+    """Build (once per process, context and precision) the likelihood program.
+
+    Raises
+    ------
+    DeviceError
+        If the OpenCL compiler rejects the source (the build log is included).
+    """
+    if precision not in PRECISIONS:
+        raise DeviceError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+    key = (context.int_ptr, precision)
+    prog = _PROGRAMS.get(key)
+    if prog is not None:
+        return prog
+    cl = _cl()
+    options = [f"-DREAL_IS_DOUBLE={1 if precision == 'float64' else 0}"]
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            prog = cl.Program(context, kernel_source()).build(options=options)
+        for w in caught:  # e.g. PoCL's harmless vector-ABI notes; keep them out of the CLI
+            log.debug("OpenCL compiler: %s", w.message)
+    except cl.RuntimeError as exc:
+        raise DeviceError(f"OpenCL build of {KERNEL_FILE} failed:\n{exc}") from None
+    log.debug("built %s for %s", KERNEL_FILE, precision)
+    _PROGRAMS[key] = prog
+    return prog

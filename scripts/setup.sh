@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Idempotent set-up on a fresh machine: .venv with the package (editable) and its test tools
+# (PoCL for a CPU OpenCL device, mpi4py with the mpich wheel for mpiexec, pytest, ruff).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+    "$PY" -m venv .venv
+fi
+stamp=.venv/.hawkes-setup
+want=$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -d' ' -f1)
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+    .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[dev]'
+    echo "$want" > "$stamp"
+fi

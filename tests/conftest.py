@@ -1,0 +1,60 @@
+"""Shared fixtures: synthetic event arrays and tier skips."""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pytest
+
+from hawkes_cli.model import Params
+
+
+def _have_opencl() -> bool:
+    try:
+        from hawkes_cli.kernels import list_devices
+
+        return any(d.float64 for d in list_devices())
+    except Exception:
+        return False
+
+
+HAVE_OPENCL = _have_opencl()
+HAVE_MPIEXEC = shutil.which("mpiexec") is not None
+
+
+def pytest_collection_modifyitems(config, items):
+    skip_ocl = pytest.mark.skip(reason="no OpenCL device with float64 (pip install pocl)")
+    skip_mpi = pytest.mark.skip(reason="mpiexec not on PATH (pip install mpich mpi4py)")
+    skip_gpu = pytest.mark.skip(reason="no GPU on this machine")
+    for item in items:
+        if "opencl" in item.keywords and not HAVE_OPENCL:
+            item.add_marker(skip_ocl)
+        if "mpi" in item.keywords and not HAVE_MPIEXEC:
+            item.add_marker(skip_mpi)
+        if "gpu" in item.keywords:
+            item.add_marker(skip_gpu)
+
+
+def make_events(n: int, *, integer_days: bool, seed: int = 0, lonlat: bool = True):
+    """Clustered synthetic events, sorted by time.
+
+    Returns (time, x, y, density): half the events sit within ~0.05 of another event (city-like
+    clusters), coordinates in US-like lon/lat degrees, densities log-uniform on [0.04, 70000].
+    """
+    rng = np.random.default_rng(seed)
+    t = rng.uniform(0.0, 200.0, n)
+    if integer_days:
+        t = np.floor(t)
+    t.sort()
+    x0, y0 = (-120.0, 25.0) if lonlat else (0.0, 0.0)
+    centres = rng.uniform(0, 1, (max(n // 20, 1), 2)) * [50.0, 23.0] + [x0, y0]
+    pick = rng.integers(0, len(centres), n)
+    spread = np.where(rng.uniform(size=n) < 0.5, 0.05, 2.0)[:, None]
+    xy = centres[pick] + rng.normal(size=(n, 2)) * spread
+    density = np.exp(rng.uniform(np.log(0.04), np.log(70000.0), n))
+    density[:2] = [0.04, 70000.0]
+    return t, xy[:, 0].copy(), xy[:, 1].copy(), density
+
+
+PARAMS = Params(mu0=0.4, tau_t=20.0, xi0=0.6, sigma_x=0.08, sigma_t=6.0)

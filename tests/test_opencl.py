@@ -1,0 +1,120 @@
+"""OpenCL engine against the float64 reference: both models, both precisions, ties and not."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from hawkes_cli.engine.base import Likelihood
+from hawkes_cli.engine.opencl import OpenCLBackend
+from hawkes_cli.engine.reference import ReferenceBackend
+from hawkes_cli.model import Params
+
+from .conftest import PARAMS, make_events
+
+pytestmark = pytest.mark.opencl
+
+AREA = 1150.0
+
+
+def _pair(n, integer_days, model, precision, seed=0):
+    t, x, y, d = make_events(n, integer_days=integer_days, seed=seed)
+    ref = Likelihood(ReferenceBackend(t, x, y, d, model=model, area=AREA), t)
+    ocl = Likelihood(OpenCLBackend(t, x, y, d, model=model, area=AREA, precision=precision), t)
+    return ref, ocl
+
+
+# N not a multiple of 8 (nor of any work-group size), and small edge cases.
+SIZES = [2, 3, 9, 257, 1001, 2999]
+
+
+@pytest.mark.parametrize("model", [1, 2])
+@pytest.mark.parametrize("integer_days", [True, False], ids=["days", "continuous"])
+@pytest.mark.parametrize("n", SIZES)
+def test_float64_matches_reference(n, integer_days, model):
+    ref, ocl = _pair(n, integer_days, model, "float64", seed=n)
+    a, b = ref.evaluate(PARAMS), ocl.evaluate(PARAMS)
+    assert b.loglik == pytest.approx(a.loglik, rel=1e-10, abs=0)
+    np.testing.assert_allclose(b.B, a.B, rtol=1e-10, atol=0)
+    np.testing.assert_allclose(b.E, a.E, rtol=1e-10, atol=1e-300)
+
+
+@pytest.mark.parametrize("model", [1, 2])
+@pytest.mark.parametrize("integer_days", [True, False], ids=["days", "continuous"])
+@pytest.mark.parametrize("n", SIZES)
+def test_float32_within_tolerance(n, integer_days, model):
+    ref, ocl = _pair(n, integer_days, model, "float32", seed=n)
+    a, b = ref.loglik(PARAMS), ocl.loglik(PARAMS)
+    assert abs(b - a) <= 1e-6 * n + 1e-2
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        Params(mu0=0.4, tau_t=0.01, xi0=0.6, sigma_x=1e-4, sigma_t=0.05),  # everything underflows
+        Params(mu0=0.4, tau_t=5000.0, xi0=0.6, sigma_x=500.0, sigma_t=9000.0),  # nothing decays
+        Params(mu0=1e-6, tau_t=3.0, xi0=50.0, sigma_x=0.01, sigma_t=1.0),
+    ],
+    ids=["tiny", "huge", "mixed"],
+)
+@pytest.mark.parametrize("precision", ["float64", "float32"])
+@pytest.mark.parametrize("model", [1, 2])
+def test_extreme_parameters(params, precision, model):
+    ref, ocl = _pair(777, True, model, precision, seed=11)
+    a, b = ref.loglik(params), ocl.loglik(params)
+    tol = 1e-10 * abs(a) if precision == "float64" else 1e-6 * 777 + 1e-2
+    assert abs(b - a) <= tol
+
+
+def test_rows_split_sum_to_whole():
+    t, x, y, d = make_events(1234, integer_days=True, seed=2)
+    whole = OpenCLBackend(t, x, y, d, model=2, area=AREA, precision="float64")
+    parts = [
+        OpenCLBackend(t, x, y, d, model=2, area=AREA, precision="float64", rows=r)
+        for r in [(0, 5), (5, 600), (600, 601), (601, 1234)]
+    ]
+    np.testing.assert_allclose(
+        np.concatenate([p.trigger(0.1, 4.0) for p in parts]), whole.trigger(0.1, 4.0), rtol=1e-15
+    )
+    np.testing.assert_allclose(
+        np.concatenate([p.background(9.0) for p in parts]), whole.background(9.0), rtol=1e-15
+    )
+
+
+def test_set_locations_matches_fresh_engine():
+    t, x, y, d = make_events(500, integer_days=False, seed=8)
+    eng = OpenCLBackend(t, x, y, d, model=1, area=AREA, precision="float64")
+    rng = np.random.default_rng(0)
+    x2, y2 = x + rng.normal(0, 0.01, x.size), y + rng.normal(0, 0.01, y.size)
+    eng.set_locations(x2, y2)
+    ref = ReferenceBackend(t, x2, y2, d, model=1, area=AREA)
+    np.testing.assert_allclose(
+        eng.trigger(0.05, 3.0), ref.trigger(0.05, 3.0), rtol=1e-10, atol=1e-300
+    )
+
+
+def test_cli_device_errors():
+    from hawkes_cli.errors import DeviceError
+    from hawkes_cli.kernels import DeviceInfo, require_float64, select_device
+
+    with pytest.raises(DeviceError, match="no OpenCL device matches 'nonexistent-gpu'"):
+        select_device("nonexistent-gpu")
+    info = DeviceInfo(0, 0, "p", "toy", "gpu", 1, 1, float64=False)
+    with pytest.raises(DeviceError, match="no float64 support"):
+        require_float64(info)
+
+
+def test_float32_keeps_tiny_rates_above_floor():
+    # One trigger term exp(-95) ~ 5e-42 before normalisation (below float32's smallest
+    # normal), times 1/(2 pi sigma_x^2 sigma_t) ~ 8e6: lambda ~ 4e-35, well above the 1e-40
+    # floor. The background underflows to 0 in both engines (tau_t tiny).
+    t = np.array([0.0, 1.0])
+    x, y = np.array([0.0, 0.0095]), np.zeros(2)
+    p = Params(mu0=0.5, tau_t=0.01, xi0=1.0, sigma_x=1e-3, sigma_t=1.0 / 50.0)
+    ref = Likelihood(ReferenceBackend(t, x, y, None, model=1, area=AREA), t).evaluate(p)
+    got = Likelihood(
+        OpenCLBackend(t, x, y, None, model=1, area=AREA, precision="float32"), t
+    ).evaluate(p)
+    assert ref.E[1] > 1e-36  # the case is what it claims to be
+    assert got.E[1] == pytest.approx(ref.E[1], rel=1e-4)
+    assert got.loglik == pytest.approx(ref.loglik, abs=1e-3)
