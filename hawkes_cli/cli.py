@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import logging
+import math
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -27,6 +29,15 @@ def _setup_logging(verbose: int) -> None:
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", force=True)
 
 
+def _world_rank() -> int:
+    """This process's MPI rank from the launcher's environment (0 when not under MPI)."""
+    for var in ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID"):
+        value = os.environ.get(var, "")
+        if value.isdigit():
+            return int(value)
+    return 0
+
+
 def _run_guarded(group: click.Command) -> Callable[[], None]:
     """Wrap a click group so HawkesError prints one line and exits with its code."""
 
@@ -34,7 +45,9 @@ def _run_guarded(group: click.Command) -> Callable[[], None]:
         try:
             group.main(standalone_mode=False)
         except HawkesError as exc:
-            click.echo(f"error: {exc}", err=True)
+            rank = _world_rank()
+            where = f" (rank {rank})" if rank else ""
+            click.echo(f"error{where}: {exc}", err=True)
             sys.exit(exc.exit_code)
         except click.exceptions.Abort:
             click.echo("aborted", err=True)
@@ -182,8 +195,8 @@ def _resolve_area(area: float | None, attrs: dict[str, Any], source: Path) -> fl
                 "(study-region area in coordinate units squared)"
             )
         area = float(attrs["area"])
-    if not area > 0:
-        raise UsageError(f"--area must be > 0, got {area}")
+    if not (math.isfinite(area) and area > 0):
+        raise UsageError(f"--area must be finite and > 0, got {area}")
     return area
 
 

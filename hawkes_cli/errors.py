@@ -54,3 +54,15 @@ class ParallelError(HawkesError):
     """MPI layout problems (size mismatch, shared devices, missing mpi4py)."""
 
     exit_code = 6
+
+
+class StorageError(HawkesError):
+    """A chain file or checkpoint is corrupt, foreign, or would be overwritten."""
+
+    exit_code = 7
+
+
+class Interrupted(HawkesError):
+    """A run stopped on request (signal) after committing its draws."""
+
+    exit_code = 75

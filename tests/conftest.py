@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import shutil
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,7 +22,9 @@ def _have_opencl() -> bool:
 
 
 HAVE_OPENCL = _have_opencl()
-HAVE_MPIEXEC = shutil.which("mpiexec") is not None
+HAVE_MPIEXEC = (
+    Path(sys.executable).with_name("mpiexec").exists() or shutil.which("mpiexec") is not None
+)
 
 
 def pytest_collection_modifyitems(config, items):

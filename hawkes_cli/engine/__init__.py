@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 
 from ..data import EventData
 from ..errors import UsageError
@@ -55,8 +56,13 @@ def make_likelihood(
     comm = comm or SerialComm()
     if engine not in ENGINES:
         raise UsageError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
-    if not area > 0:
-        raise UsageError(f"area must be > 0 (coordinate units squared), got {area!r}")
+    if not (math.isfinite(area) and area > 0):
+        raise UsageError(f"area must be finite and > 0 (coordinate units squared), got {area!r}")
+    if window_end is not None and not (math.isfinite(window_end) and window_end >= data.time[-1]):
+        raise UsageError(
+            f"window end {window_end!r} must be finite and >= the last event time "
+            f"{data.time[-1]!r} of {data.source}"
+        )
     if model == 2 and data.density is None:
         raise UsageError(
             f"model 2 needs a 'density' column in {data.source}; add it or use --model 1"
