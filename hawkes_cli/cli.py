@@ -220,6 +220,98 @@ def devices_cmd(as_json: bool) -> None:
         )
 
 
+@run.command("validate")
+@click.argument("config_file", type=click.Path(path_type=Path))
+def validate_cmd(config_file: Path) -> None:
+    """Check CONFIG and its data (events, area, polygons) without running anything."""
+    from .config import load_config
+    from .data import load_events
+    from .runner import make_resampler, resolve_area
+
+    config = load_config(config_file)
+    data = load_events(config.data.events, need_density=config.model.kind == 2)
+    area = resolve_area(config, data)
+    resampler = make_resampler(config, data)
+    sc, ch = config.sampler, config.chains
+    click.echo(f"config   {config_file} (sha256 {config.sha256[:12]})")
+    click.echo(f"events   {config.data.events}: {data.n} events, t in [{data.time[0]:g}, "
+               f"{data.time[-1]:g}], area {area:g}")  # fmt: skip
+    click.echo(f"model    {config.model.kind}; engine {config.engine.backend} "
+               f"{config.engine.precision}")  # fmt: skip
+    click.echo(f"sampler  {sc.kind}: {sc.iterations} iterations ({sc.warmup} warm-up), thin "
+               f"{sc.thin}, seed {sc.seed}, resample every {sc.resample_every or 'never'}"
+               + (f" over {len(resampler[0].keys)} polygons" if resampler else ""))  # fmt: skip
+    click.echo(f"chains   {ch.count} x {ch.gpus_per_chain} rank(s); run dir "
+               f"{config.output.run_dir}")  # fmt: skip
+    click.echo("ok")
+
+
+@run.command("chain")
+@click.argument("config_file", type=click.Path(path_type=Path))
+@click.option("--chain", "chain_id", type=int, required=True, help="0-based chain number.")
+@click.option("--overwrite", is_flag=True, help="Start afresh instead of resuming.")
+def chain_cmd(config_file: Path, chain_id: int, overwrite: bool) -> None:
+    """Run (or resume) one chain; under mpiexec/srun its ranks split the likelihood.
+
+    Stops cleanly at an iteration boundary on SIGTERM, SIGINT or SIGUSR1 (exit code 75 when
+    stopped before the end), after committing its draws.
+    """
+    from .config import load_config
+    from .errors import Interrupted
+    from .parallel import world_comm
+    from .runner import StopFlag, run_chain
+
+    stop = StopFlag()
+    stop.install()
+    config = load_config(config_file)
+    comm = world_comm()
+    outcome = run_chain(config, chain_id, comm=comm, stop=stop, overwrite=overwrite)
+    if comm.rank == 0 and outcome.stopped and not outcome.finished:
+        raise Interrupted(
+            f"chain {chain_id} stopped at iteration {outcome.iteration}/{outcome.iterations} "
+            f"with {outcome.draws_committed} draws committed; run again to resume"
+        )
+
+
+@run.command("local")
+@click.argument("config_file", type=click.Path(path_type=Path))
+@click.option("--jobs", type=int, default=None, help="Chains at once (default: all).")
+@click.option("--overwrite", is_flag=True, help="Discard existing chain files and start afresh.")
+def local_cmd(config_file: Path, jobs: int | None, overwrite: bool) -> None:
+    """Run all chains of CONFIG on this machine; run again to resume after a stop."""
+    from .config import load_config
+    from .local import run_local, summarize
+
+    config = load_config(config_file)
+    t0 = time.monotonic()
+    codes = run_local(config, jobs=jobs, overwrite=overwrite, report=_print_progress)
+    summarize(codes)
+    run_dir = config.output.run_dir
+    stopped = sorted(k for k, rc in codes.items() if rc != 0)
+    if stopped:
+        click.echo(f"stopped: chains {stopped} can be resumed with: hawkes-run local "
+                   f"{config_file}")  # fmt: skip
+        sys.exit(75)
+    click.echo(f"done in {time.monotonic() - t0:.0f} s: {config.chains.count} chains in "
+               f"{run_dir / 'chains'}")  # fmt: skip
+    click.echo(f"diagnose with: hawkes-diagnose {run_dir}")
+
+
+def _print_progress(records: list[dict[str, Any]]) -> None:
+    parts = []
+    for r in records:
+        acc = r.get("acceptance")
+        rate = r.get("it_per_s")
+        parts.append(
+            f"  chain {r['chain']:>2} {r.get('status', ''):<8} {r.get('iteration', 0):>7}/"
+            f"{r.get('iterations', 0):<7}"
+            + (f" {rate:7.1f} it/s" if rate is not None else "")
+            + (f"  acc {acc:.2f}" if acc is not None else "")
+            + (f"  loglik {r['loglik']:.6g}" if r.get("loglik") is not None else "")
+        )
+    click.echo(time.strftime("%H:%M:%S") + "\n" + "\n".join(parts))
+
+
 # --------------------------------------------------------------------------- hawkes-prep
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="hawkes")

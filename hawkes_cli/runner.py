@@ -1,0 +1,447 @@
+"""One chain: data -> engine -> sampler loop -> storage, with a stop flag and exact resume.
+
+All ranks of a chain run :func:`run_chain` together. Rank 0 drives the sampler and the chain
+file; it tells the other ranks what to do with a broadcast command before each collective step
+(evaluate at theta, redraw locations, iteration boundary, done), so the ranks never disagree on
+the sequence of likelihood evaluations. At every iteration boundary all ranks agree on stopping
+(a float64 allreduce of their stop flags), so a signal that reaches any rank stops the chain at
+the same place everywhere, after a commit.
+
+Random numbers: ``SeedSequence(seed, spawn_key=(chain_id,))`` spawns two streams, one for the
+sampler (used by rank 0 only) and one for the cut-posterior location draws (used identically by
+every rank, so locations need no broadcast). Both states go into each checkpoint; a resumed
+chain continues bit-for-bit, whatever the number of ranks or restarts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import math
+import os
+import signal
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .config import Config
+from .data import EventData, load_events
+from .engine import Likelihood, make_likelihood
+from .errors import ConfigError, EventsError, UsageError
+from .model import PARAM_NAMES, Params
+from .parallel import Comm, SerialComm
+
+log = logging.getLogger(__name__)
+
+#: Per-draw datasets besides the five parameters (name, numpy dtype).
+DRAW_FIELDS: tuple[tuple[str, str], ...] = (
+    ("iteration", "i8"),
+    ("loglik", "f8"),
+    ("logprior", "f8"),
+    ("accepted", "i1"),
+    ("warmup", "i1"),
+    ("coordinate", "i1"),
+    ("scale", "f8"),
+)
+INIT_JITTER = 0.3  # sd of each chain's random start around the initial values, log scale
+PROGRESS_SECONDS = 2.0
+
+
+def chain_path(run_dir: Path, chain_id: int) -> Path:
+    """``RUN_DIR/chains/chain-XX.h5``."""
+    return Path(run_dir) / "chains" / f"chain-{chain_id:02d}.h5"
+
+
+def progress_path(run_dir: Path, chain_id: int) -> Path:
+    """``RUN_DIR/chains/chain-XX.progress.json`` (rank 0 rewrites it every few seconds)."""
+    return Path(run_dir) / "chains" / f"chain-{chain_id:02d}.progress.json"
+
+
+class StopFlag:
+    """Set by signal handlers (which do nothing else); read at iteration boundaries."""
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+
+    def set(self, signum: int = 0, _frame: Any = None) -> None:
+        self.signum = signum
+
+    def __bool__(self) -> bool:
+        return self.signum is not None
+
+    def install(self, signals: tuple[int, ...] | None = None) -> None:
+        """Route SIGTERM, SIGINT, SIGUSR1 (Slurm's warning signal) to :meth:`set`."""
+        for sig in signals or (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1):
+            signal.signal(sig, self.set)
+
+
+@dataclass(frozen=True)
+class ChainOutcome:
+    """How a call of :func:`run_chain` ended."""
+
+    chain_id: int
+    iteration: int  # next iteration to run (== iterations when finished)
+    iterations: int
+    draws_committed: int
+    stopped: bool  # stopped early on request
+
+    @property
+    def finished(self) -> bool:
+        return self.iteration >= self.iterations
+
+
+def resolve_area(config: Config, data: EventData) -> float:
+    """``data.area`` from the config, else the events file's ``area`` attribute."""
+    if config.data.area is not None:
+        return float(config.data.area)
+    if "area" in data.attrs:
+        return float(data.attrs["area"])
+    raise ConfigError(
+        f"{config.source}: data.area is not set and {data.source} has no 'area' attribute; "
+        "set data.area (study-region area in coordinate units squared)"
+    )
+
+
+def default_initial(data: EventData, area: float) -> dict[str, float]:
+    """Data-scaled starting values (natural scale) for parameters the config leaves open."""
+    span = float(data.time[-1] - data.time[0]) or 1.0
+    return {
+        "mu0": 0.5,
+        "tau_t": span / 10.0,
+        "xi0": 0.5,
+        "sigma_x": math.sqrt(area) / 20.0,
+        "sigma_t": span / 100.0,
+    }
+
+
+def make_resampler(config: Config, data: EventData):
+    """The cut-posterior location sampler and each event's polygon code, or None if off."""
+    if config.sampler.resample_every == 0:
+        return None
+    from .geo import PolygonSampler
+    from .simulate import DensityGrid
+
+    if data.fips is None:
+        raise EventsError(
+            f"{data.source}: sampler.resample_every > 0 needs a 'fips' column (each event's "
+            "county); add it or set resample_every: 0"
+        )
+    if config.data.counties is not None:
+        polys = PolygonSampler.from_file(config.data.counties)
+    elif "grid_nx" in data.attrs and "bounds" in data.attrs:
+        nx, ny = int(data.attrs["grid_nx"]), int(data.attrs["grid_ny"])
+        grid = DensityGrid(values=np.ones((ny, nx)), bounds=tuple(data.attrs["bounds"]))
+        polys = PolygonSampler.from_grid(grid)
+    else:
+        raise ConfigError(
+            f"{config.source}: sampler.resample_every > 0 needs county polygons: set "
+            "data.counties (a shapefile or GeoPackage), or use simulated data with a grid"
+        )
+    return polys, polys.codes(data.fips)
+
+
+class _Chain:
+    """The state of one chain on one rank (internal to :func:`run_chain`)."""
+
+    def __init__(self, config: Config, chain_id: int, comm: Comm) -> None:
+        self.config = config
+        self.chain_id = chain_id
+        self.comm = comm
+        model = config.model.kind
+        self.data = load_events(config.data.events, need_density=model == 2)
+        self.area = resolve_area(config, self.data)
+        self.lik: Likelihood = make_likelihood(
+            self.data,
+            model=model,
+            area=self.area,
+            engine=config.engine.backend,
+            precision=config.engine.precision,
+            comm=comm,
+            device=config.engine.device,
+            window_end=config.data.window_end,
+        )
+        self.priors = [config.priors[name] for name in PARAM_NAMES]
+        self.resampler = make_resampler(config, self.data)
+        seq = np.random.SeedSequence(config.sampler.seed, spawn_key=(chain_id,))
+        mcmc_seq, loc_seq = seq.spawn(2)
+        self.rng = np.random.default_rng(mcmc_seq)
+        self.loc_rng = np.random.default_rng(loc_seq)
+        self.loc_state: dict | None = None  # loc_rng state before the last location draw
+        self.last_parts = (math.nan, math.nan)  # (loglik, logprior) of the last evaluation
+
+    # --- collective operations (every rank takes part; rank 0 announces them) -------------
+    def announce(self, *command: Any) -> None:
+        if self.comm.rank == 0 and self.comm.size > 1:
+            self.comm.bcast(command)
+
+    def evaluate(self, theta: np.ndarray) -> float:
+        """Collective log-likelihood at log-parameters ``theta``."""
+        p = Params(**dict(zip(PARAM_NAMES, np.exp(theta).tolist(), strict=True)))
+        return self.lik.loglik(p)
+
+    def redraw_locations(self) -> None:
+        """Cut posterior: every event uniformly inside its polygon (same on every rank)."""
+        polys, codes = self.resampler
+        self.loc_state = self.loc_rng.bit_generator.state
+        x, y = polys.sample(codes, self.loc_rng)
+        self.lik.set_locations(x, y)
+
+    def boundary_stop(self, stop: StopFlag) -> bool:
+        """All ranks agree whether to stop here (any rank's flag stops everyone)."""
+        if self.comm.size == 1:
+            return bool(stop)
+        return self.comm.allreduce_sum(1.0 if stop else 0.0) > 0.0
+
+    # --- rank 0 ------------------------------------------------------------------------
+    def log_density(self, theta: np.ndarray) -> float:
+        """Log posterior (log-likelihood + log prior on the log scale); -inf outside."""
+        theta = np.asarray(theta, dtype=np.float64)
+        if not np.all(np.isfinite(theta)) or np.any(np.abs(theta) > 700):
+            return -math.inf
+        lp = sum(prior.logpdf(float(v)) for prior, v in zip(self.priors, theta, strict=True))
+        if not math.isfinite(lp):
+            return -math.inf
+        self.announce("eval", theta.tolist())
+        ll = self.evaluate(theta)
+        self.last_parts = (ll, lp)
+        return ll + lp if math.isfinite(ll) else -math.inf
+
+    # --- other ranks -------------------------------------------------------------------
+    def serve(self, stop: StopFlag) -> None:
+        """Follow rank 0's commands until it says done."""
+        while True:
+            command = self.comm.bcast(None)
+            kind = command[0]
+            if kind == "eval":
+                self.evaluate(np.asarray(command[1]))
+            elif kind == "resample":
+                self.redraw_locations()
+            elif kind == "boundary":
+                self.boundary_stop(stop)
+            elif kind == "restore":
+                self.restore_locations(command[1])
+            elif kind == "done":
+                return
+            else:  # pragma: no cover - protocol error
+                raise RuntimeError(f"unknown command {command!r}")
+
+    def restore_locations(self, loc_state: dict | None) -> None:
+        """Redo the last location draw of a checkpoint (or keep the file's locations)."""
+        if loc_state is not None:
+            self.loc_rng.bit_generator.state = loc_state
+            self.redraw_locations()
+
+
+def run_chain(
+    config: Config,
+    chain_id: int,
+    *,
+    comm: Comm | None = None,
+    stop: StopFlag | None = None,
+    overwrite: bool = False,
+    on_progress: Callable[[dict], None] | None = None,
+) -> ChainOutcome:
+    """Run (or resume) chain ``chain_id`` of ``config`` to its end or until stopped.
+
+    Parameters
+    ----------
+    config
+        The run's configuration.
+    chain_id
+        0-based chain number (file ``chain-XX.h5`` in ``config.output.run_dir/chains``).
+    comm
+        The chain's communicator (its ranks split the likelihood rows).
+    stop
+        Stop flag (set by signal handlers); checked at every iteration boundary.
+    overwrite
+        Start afresh even if the chain file exists (otherwise resume from its checkpoint).
+    on_progress
+        Called on rank 0 every few seconds with the progress record.
+    """
+    comm = comm or SerialComm()
+    stop = stop or StopFlag()
+    if not 0 <= chain_id < config.chains.count:
+        raise UsageError(f"chain {chain_id} is out of range 0..{config.chains.count - 1}")
+    chain = _Chain(config, chain_id, comm)
+    if comm.rank != 0:
+        chain.serve(stop)
+        return ChainOutcome(chain_id, 0, config.sampler.iterations, 0, bool(stop))
+    return _drive(chain, stop, overwrite, on_progress)
+
+
+def _drive(chain: _Chain, stop: StopFlag, overwrite: bool, on_progress) -> ChainOutcome:
+    from .kernels import kernel_sha256
+    from .sampler import SamplerState, make_sampler
+    from .storage import ChainMeta, ChainWriter
+
+    cfg, sc = chain.config, chain.config.sampler
+    path = chain_path(cfg.output.run_dir, chain.chain_id)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    meta = ChainMeta(
+        chain_id=chain.chain_id,
+        seed=sc.seed,
+        model=cfg.model.kind,
+        n_events=chain.data.n,
+        iterations=sc.iterations,
+        warmup=sc.warmup,
+        thin=sc.thin,
+        config_yaml=cfg.to_yaml(),
+        config_sha256=cfg.sha256,
+        kernel_sha256=kernel_sha256() if cfg.engine.backend == "opencl" else "",
+        param_names=PARAM_NAMES,
+        fields=DRAW_FIELDS,
+    )
+    sampler = make_sampler(
+        sc.kind, len(PARAM_NAMES), target_accept=sc.target_accept, initial_scale=sc.initial_scale
+    )
+    writer, checkpoint = ChainWriter.open(path, meta, overwrite=overwrite)
+    try:
+        if checkpoint is not None:
+            start = int(checkpoint["iteration"])
+            chain.rng.bit_generator.state = checkpoint["rng"]
+            state = SamplerState.from_json(checkpoint["sampler"])
+            chain.announce("restore", checkpoint.get("loc_rng"))
+            chain.restore_locations(checkpoint.get("loc_rng"))
+            current = (float(checkpoint["loglik"]), float(checkpoint["logprior"]))
+            log.info("chain %d: resuming at iteration %d", chain.chain_id, start)
+        else:
+            start = 0
+            init = default_initial(chain.data, chain.area) | dict(sc.initial)
+            theta0 = np.log([init[name] for name in PARAM_NAMES])
+            theta0 = theta0 + INIT_JITTER * chain.rng.standard_normal(len(PARAM_NAMES))
+            lt = chain.log_density(theta0)
+            if not math.isfinite(lt):
+                raise ConfigError(
+                    f"{cfg.source}: the log posterior is not finite at the initial values "
+                    f"{dict(zip(PARAM_NAMES, np.exp(theta0).round(6).tolist(), strict=True))}; "
+                    "set sampler.initial"
+                )
+            state = sampler.init(theta0, lt)
+            current = chain.last_parts
+        outcome = _loop(chain, sampler, state, current, start, writer, stop, on_progress)
+    finally:
+        chain.announce("done")
+        writer.close()
+    return outcome
+
+
+def _loop(chain, sampler, state, current, start, writer, stop, on_progress) -> ChainOutcome:
+    cfg, sc = chain.config, chain.config.sampler
+    run_dir = cfg.output.run_dir
+    progress = _Progress(chain.chain_id, sc.iterations, start, run_dir, on_progress)
+    it = start
+    stopped = False
+    while it < sc.iterations:
+        chain.announce("boundary")
+        if chain.boundary_stop(stop):
+            stopped = True
+            break
+        if sc.resample_every and it > 0 and it % sc.resample_every == 0:
+            chain.announce("resample")
+            chain.redraw_locations()
+            lt = chain.log_density(np.asarray(state.theta))
+            state = dataclasses.replace(state, log_target=lt)
+            current = chain.last_parts
+        state, info = sampler.step(state, chain.log_density, chain.rng, adapt=it < sc.warmup)
+        if info.accepted:
+            current = chain.last_parts
+        if it % sc.thin == 0:
+            row = dict(zip(PARAM_NAMES, np.exp(state.theta).tolist(), strict=True))
+            row.update(
+                iteration=it,
+                loglik=current[0],
+                logprior=current[1],
+                accepted=int(info.accepted),
+                warmup=int(it < sc.warmup),
+                coordinate=info.coordinate,
+                scale=info.proposal_scale,
+            )
+            writer.append(row)
+        it += 1
+        progress.step(info.accepted, current[0], writer.n_committed)
+        if writer.n_pending >= cfg.output.commit_every:
+            _commit(chain, writer, state, current, it)
+    _commit(chain, writer, state, current, it)
+    outcome = ChainOutcome(chain.chain_id, it, sc.iterations, writer.n_committed, stopped)
+    progress.write(current[0], writer.n_committed, "stopped" if stopped else "finished")
+    if stopped:
+        log.warning(
+            "chain %d: stopped at iteration %d (signal %s); %d draws committed; run again to "
+            "resume",
+            chain.chain_id,
+            it,
+            stop.signum,
+            writer.n_committed,
+        )
+    return outcome
+
+
+def _commit(chain: _Chain, writer, state, current, iteration: int) -> None:
+    writer.commit(
+        {
+            "iteration": iteration,
+            "sampler": state.to_json(),
+            "rng": chain.rng.bit_generator.state,
+            "loc_rng": chain.loc_state,
+            "loglik": current[0],
+            "logprior": current[1],
+            "finished": iteration >= chain.config.sampler.iterations,
+        }
+    )
+
+
+class _Progress:
+    """Rank 0's progress record: iteration, rate, acceptance, log-likelihood."""
+
+    def __init__(self, chain_id, iterations, start, run_dir, callback) -> None:
+        self.chain_id, self.iterations, self.start = chain_id, iterations, start
+        self.path = progress_path(run_dir, chain_id)
+        self.callback = callback
+        self.t0 = self.last = time.monotonic()
+        self.it = start
+        self.accepted = 0
+
+    def step(self, accepted: bool, loglik: float, committed: int) -> None:
+        self.it += 1
+        self.accepted += bool(accepted)
+        now = time.monotonic()
+        if now - self.last >= PROGRESS_SECONDS:
+            self.last = now
+            self.write(loglik, committed, "running")
+
+    def write(self, loglik: float, committed: int, status: str) -> None:
+        done = self.it - self.start
+        elapsed = max(time.monotonic() - self.t0, 1e-9)
+        record = {
+            "chain": self.chain_id,
+            "status": status,
+            "iteration": self.it,
+            "iterations": self.iterations,
+            "it_per_s": done / elapsed,
+            "acceptance": self.accepted / done if done else None,
+            "loglik": loglik,
+            "draws_committed": committed,
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "updated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        }
+        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(record))
+        os.replace(tmp, self.path)
+        log.info(
+            "chain %d: %d/%d  %.1f it/s  acc %.2f  loglik %.6g",
+            self.chain_id,
+            self.it,
+            self.iterations,
+            record["it_per_s"],
+            record["acceptance"] or 0.0,
+            loglik,
+        )
+        if self.callback is not None:
+            self.callback(record)

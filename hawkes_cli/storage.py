@@ -1,0 +1,880 @@
+"""Chain files: append-only HDF5 draws with an atomic JSON sidecar as the commit record.
+
+Layout (DESIGN section 4)::
+
+    RUN_DIR/chains/chain-00.h5          draws (HDF5, SWMR, written only by the chain's rank 0)
+    RUN_DIR/chains/chain-00.ckpt.json   sidecar: the authoritative commit record + checkpoint
+    RUN_DIR/chains/chain-00.lock        advisory lock held by the one live writer
+
+The HDF5 file holds the root attributes of :class:`ChainMeta` and a group ``/draws`` with one
+resizable, chunked 1-D dataset per parameter (float64, natural scale) and per extra field; one
+row per saved draw, warm-up draws included and marked by the ``warmup`` field.
+
+Crash safety
+------------
+A *commit* is: append the buffered rows to every dataset, flush and fsync the HDF5 file, then
+replace the sidecar atomically (temporary file in the same directory, fsync, ``os.replace``,
+fsync of the directory). The sidecar's ``draws`` is the number of committed rows; rows beyond it
+are garbage from an interrupted commit and are never read. The HDF5 file is always in SWMR-write
+mode while it is visible under its name, so after a SIGKILL it can still be opened by a SWMR
+reader (a plain open fails on the consistency flags HDF5 leaves set). Resuming therefore never
+repairs a file in place: it reads the committed prefix through a SWMR reader and writes a fresh
+file next to it (temporary name, fsync, ``os.replace``), which truncates ``/draws`` back to the
+sidecar's count and clears the crash state in one atomic step. A crash at any point leaves either
+the old file or the new one, each consistent with the sidecar.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import logging
+import os
+import socket
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import h5py
+import numpy as np
+
+from . import __version__
+from .errors import StorageError
+
+try:  # POSIX only; without it the writer runs unlocked (with a warning)
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None  # type: ignore[assignment]
+
+__all__ = [
+    "CHUNK_ROWS",
+    "SCHEMA_VERSION",
+    "ChainDraws",
+    "ChainMeta",
+    "ChainWriter",
+    "lock_path",
+    "read_chain",
+    "read_sidecar",
+    "sidecar_path",
+]
+
+logger = logging.getLogger(__name__)
+
+SCHEMA_VERSION = 1
+"""Version of the chain-file and sidecar layout; bumped on incompatible changes."""
+
+CHUNK_ROWS = 1024
+"""Rows per HDF5 chunk of every ``/draws`` dataset."""
+
+FORMAT_NAME = "hawkes-chain"
+"""Value of the root attribute ``format`` that marks a file as a chain file."""
+
+_REQUIRED_ATTRS = ("schema_version", "chain_id", "config_sha256", "param_names", "fields")
+_INT_ATTRS = ("chain_id", "seed", "model", "n_events", "iterations", "warmup", "thin")
+_STR_ATTRS = ("config_yaml", "config_sha256", "kernel_sha256", "package_version")
+_NO_LOCK_ERRNOS = {errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL}
+
+
+# --------------------------------------------------------------------------- metadata
+
+
+@dataclass(frozen=True)
+class ChainMeta:
+    """Identity and provenance of one chain, stored as root attributes of its file.
+
+    Parameters
+    ----------
+    chain_id
+        0-based chain index within the run.
+    seed
+        Sampler seed from the config (the chain's RNG also depends on ``chain_id``).
+    model
+        Model kind (1 or 2).
+    n_events
+        Number of events N the likelihood is evaluated on.
+    iterations, warmup, thin
+        Sampler settings; ``iterations`` counts warm-up too.
+    config_yaml, config_sha256
+        The resolved config text and its sha256 (hex); a resume with another config is refused.
+    kernel_sha256
+        sha256 (hex) of the kernel sources used to evaluate the likelihood.
+    param_names
+        The model parameters, each stored as ``/draws/<name>`` (float64, natural scale).
+    fields
+        Extra per-draw datasets as ``(name, numpy dtype string)`` pairs, e.g.
+        ``(("iteration", "i8"), ("loglik", "f8"), ("warmup", "i1"))``.
+    package_version
+        Version of the package that wrote the file.
+    """
+
+    chain_id: int
+    seed: int
+    model: int
+    n_events: int
+    iterations: int
+    warmup: int
+    thin: int
+    config_yaml: str
+    config_sha256: str
+    kernel_sha256: str
+    param_names: tuple[str, ...]
+    fields: tuple[tuple[str, str], ...]
+    package_version: str = __version__
+
+    def __post_init__(self) -> None:
+        names = tuple(str(n) for n in self.param_names)
+        fields = tuple((str(n), str(d)) for n, d in self.fields)
+        object.__setattr__(self, "param_names", names)
+        object.__setattr__(self, "fields", fields)
+        if not names:
+            raise ValueError("ChainMeta.param_names must not be empty")
+        all_names = names + tuple(n for n, _ in fields)
+        for name in all_names:
+            if not name or "/" in name or name in (".", ".."):
+                raise ValueError(f"invalid dataset name {name!r} in ChainMeta")
+        duplicates = sorted({n for n in all_names if all_names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"duplicate dataset name(s) in ChainMeta: {', '.join(duplicates)}")
+        for name, dtype in fields:
+            try:
+                kind = np.dtype(dtype).kind
+            except TypeError as exc:
+                raise ValueError(f"field {name!r}: invalid numpy dtype {dtype!r}") from exc
+            if kind not in "biuf":
+                raise ValueError(f"field {name!r}: dtype {dtype!r} is not numeric")
+        if self.chain_id < 0:
+            raise ValueError(f"chain_id must be >= 0, got {self.chain_id}")
+
+    @property
+    def columns(self) -> tuple[tuple[str, str], ...]:
+        """All ``/draws`` datasets in file order: the parameters (``f8``), then the fields."""
+        return tuple((n, "f8") for n in self.param_names) + self.fields
+
+    def to_attrs(self) -> dict[str, Any]:
+        """Root attributes as written to the file (lists stored as JSON strings)."""
+        attrs: dict[str, Any] = {"format": FORMAT_NAME, "schema_version": SCHEMA_VERSION}
+        for key in _INT_ATTRS:
+            attrs[key] = int(getattr(self, key))
+        for key in _STR_ATTRS:
+            attrs[key] = str(getattr(self, key))
+        attrs["param_names"] = json.dumps(list(self.param_names))
+        attrs["fields"] = json.dumps([list(f) for f in self.fields])
+        return attrs
+
+    @classmethod
+    def from_attrs(cls, attrs: Mapping[str, Any]) -> ChainMeta:
+        """Rebuild the metadata from decoded root attributes (see :attr:`ChainDraws.attrs`)."""
+        kwargs: dict[str, Any] = {key: int(attrs[key]) for key in _INT_ATTRS}
+        kwargs.update({key: str(attrs[key]) for key in _STR_ATTRS})
+        kwargs["param_names"] = tuple(attrs["param_names"])
+        kwargs["fields"] = tuple(tuple(f) for f in attrs["fields"])
+        return cls(**kwargs)
+
+
+@dataclass(frozen=True)
+class ChainDraws:
+    """The committed content of one chain file (see :func:`read_chain`).
+
+    Attributes
+    ----------
+    path
+        The chain file.
+    attrs
+        Root attributes, decoded to Python values; ``param_names`` is a tuple of str and
+        ``fields`` a tuple of ``(name, dtype)`` pairs.
+    draws
+        One array of shape ``(n_committed,)`` per ``/draws`` dataset, parameters on the natural
+        scale, warm-up draws included (see the ``warmup`` field).
+    n_committed
+        Number of committed draws (from the sidecar; 0 without one).
+    committed_at
+        ISO 8601 UTC time of the last commit, or None.
+    checkpoint
+        The payload of the last commit, or None.
+    """
+
+    path: Path
+    attrs: dict[str, Any]
+    draws: dict[str, np.ndarray]
+    n_committed: int
+    committed_at: str | None
+    checkpoint: dict[str, Any] | None
+
+
+# --------------------------------------------------------------------------- paths
+
+
+def sidecar_path(chain_path: Path) -> Path:
+    """Sidecar checkpoint of a chain file: ``chain-00.h5`` -> ``chain-00.ckpt.json``."""
+    return Path(chain_path).with_suffix(".ckpt.json")
+
+
+def lock_path(chain_path: Path) -> Path:
+    """Advisory lock file of a chain file: ``chain-00.h5`` -> ``chain-00.lock``."""
+    return Path(chain_path).with_suffix(".lock")
+
+
+def _tmp_path(path: Path) -> Path:
+    return path.with_name(path.name + ".tmp")
+
+
+# --------------------------------------------------------------------------- low-level I/O
+
+
+def _fsync_dir(directory: Path) -> None:
+    """fsync a directory so a rename or unlink in it is durable (best effort)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:  # some file systems cannot fsync directories
+        pass
+    finally:
+        os.close(fd)
+
+
+def _fsync_h5(h5file: h5py.File) -> None:
+    """fsync the file behind an open HDF5 handle (after ``flush``), when the driver has an fd."""
+    try:
+        fd = h5file.id.get_vfd_handle()
+    except Exception:  # pragma: no cover - drivers without a POSIX fd
+        return
+    if isinstance(fd, int) and fd >= 0:
+        os.fsync(fd)
+
+
+def _atomic_write_json(path: Path, obj: Any) -> None:
+    """Replace ``path`` by the JSON of ``obj`` so that readers see the old or the new file.
+
+    Writes ``<path>.tmp`` in the same directory, fsyncs it, ``os.replace``s it over ``path`` and
+    fsyncs the directory. On any failure the temporary file is removed and ``path`` is intact.
+    """
+    tmp = _tmp_path(path)
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(obj, fh, indent=1)
+            fh.write("\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+    _fsync_dir(path.parent)
+
+
+def _h5_kwargs() -> dict[str, Any]:
+    """File-locking mode: HDF5's own locks where the file system supports them."""
+    v = h5py.version.hdf5_version_tuple
+    if v >= (1, 12, 1) or (1, 10, 7) <= v < (1, 11):
+        return {"locking": "best-effort"}
+    return {}  # pragma: no cover - old HDF5
+
+
+class _WriterLock:
+    """Exclusive advisory ``flock`` on ``chain-NN.lock``, so one process writes a chain.
+
+    Released by :meth:`release` or by the kernel when the process dies (also on SIGKILL).
+    Where the file system has no ``flock`` the writer runs unlocked, with a warning.
+    """
+
+    def __init__(self, chain_path: Path) -> None:
+        self.path = lock_path(chain_path)
+        self._fd: int | None = None
+        if fcntl is None:  # pragma: no cover - Windows
+            logger.warning("no fcntl: chain %s is written without a lock", chain_path)
+            return
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise StorageError(f"cannot create lock file {self.path}: {exc}") from exc
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 200).decode("utf-8", "replace").strip() or "unknown"
+            os.close(fd)
+            raise StorageError(
+                f"chain file {chain_path} is being written by another process ({holder}, "
+                f"lock {self.path}); stop that process or wait for it to finish"
+            ) from None
+        except OSError as exc:
+            os.close(fd)
+            if exc.errno not in _NO_LOCK_ERRNOS:
+                raise StorageError(f"cannot lock {self.path}: {exc}") from exc
+            logger.warning(
+                "file system does not support flock; chain %s is written without a lock",
+                chain_path,
+            )
+            return
+        self._fd = fd
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()}\n".encode(), 0)
+
+    def release(self) -> None:
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            with contextlib.suppress(OSError):
+                fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def _decode(value: Any) -> Any:
+    if isinstance(value, bytes):
+        return value.decode("utf-8")
+    if isinstance(value, np.ndarray):
+        return [_decode(v) for v in value.tolist()]
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+def _json_list(path: Path, key: str, value: Any) -> list[Any]:
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise StorageError(f"{path}: root attribute {key!r} is not valid JSON") from exc
+    if not isinstance(value, list):
+        raise StorageError(f"{path}: root attribute {key!r} is not a list")
+    return value
+
+
+def read_sidecar(chain_path: Path) -> dict[str, Any] | None:
+    """Read the sidecar checkpoint of a chain file.
+
+    Parameters
+    ----------
+    chain_path
+        The chain file (``chain-00.h5``), not the sidecar itself.
+
+    Returns
+    -------
+    dict or None
+        ``{"schema", "chain_id", "config_sha256", "draws", "committed_at", "checkpoint"}``, or
+        None when there is no sidecar (nothing committed yet).
+
+    Raises
+    ------
+    StorageError
+        The sidecar is unreadable, not JSON, or not of this schema.
+    """
+    side = sidecar_path(chain_path)
+    try:
+        text = side.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise StorageError(f"cannot read checkpoint {side}: {exc}") from exc
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise StorageError(
+            f"checkpoint {side} is not valid JSON ({exc}); it was not written by hawkes "
+            "(hawkes replaces it atomically); restore it or start over with --overwrite"
+        ) from exc
+    if not isinstance(data, dict):
+        raise StorageError(f"checkpoint {side} is not a JSON object")
+    if data.get("schema") != SCHEMA_VERSION:
+        raise StorageError(
+            f"checkpoint {side} has schema {data.get('schema')!r}, this version of hawkes "
+            f"reads schema {SCHEMA_VERSION}"
+        )
+    draws = data.get("draws")
+    if not isinstance(draws, int) or isinstance(draws, bool) or draws < 0:
+        raise StorageError(f"checkpoint {side}: 'draws' must be an integer >= 0, got {draws!r}")
+    for key in ("chain_id", "config_sha256"):
+        if key not in data:
+            raise StorageError(f"checkpoint {side} lacks {key!r}")
+    checkpoint = data.get("checkpoint")
+    if checkpoint is not None and not isinstance(checkpoint, dict):
+        raise StorageError(f"checkpoint {side}: 'checkpoint' must be a JSON object")
+    return data
+
+
+@contextlib.contextmanager
+def _h5_errors(path: Path) -> Iterator[None]:
+    """Turn the errors h5py raises on a damaged file into a :class:`StorageError`."""
+    try:
+        yield
+    except StorageError:
+        raise
+    except (OSError, RuntimeError, KeyError, ValueError, TypeError) as exc:
+        raise StorageError(
+            f"chain file {path} is corrupt or unreadable ({exc}); restore it, choose another "
+            "run_dir or pass --overwrite"
+        ) from exc
+
+
+def _open_reader(path: Path) -> h5py.File:
+    """Open a chain file read-only with SWMR (works on live, cleanly closed and killed files)."""
+    if path.is_dir():
+        raise StorageError(f"{path} is a directory, not a chain file")
+    try:
+        is_h5 = h5py.is_hdf5(path)
+    except OSError as exc:
+        raise StorageError(f"cannot read {path}: {exc}") from exc
+    if not is_h5:
+        raise StorageError(
+            f"{path} exists but is not an HDF5 file; refusing to touch it: "
+            "choose another run_dir or pass --overwrite"
+        )
+    try:
+        return h5py.File(path, "r", libver="latest", swmr=True, **_h5_kwargs())
+    except OSError as exc:
+        raise StorageError(
+            f"cannot open chain file {path} ({exc}); it is corrupt or was left open by a "
+            "non-SWMR writer: choose another run_dir or pass --overwrite"
+        ) from exc
+
+
+def _check_chain_file(h5file: h5py.File, path: Path) -> dict[str, Any]:
+    """Decoded root attributes of an open chain file; StorageError when foreign."""
+    raw = dict(h5file.attrs)
+    missing = [k for k in _REQUIRED_ATTRS if k not in raw]
+    if raw.get("format") not in (None, FORMAT_NAME) or missing or "draws" not in h5file:
+        raise StorageError(
+            f"{path} is an HDF5 file but not a hawkes chain file"
+            + (f" (missing attributes: {', '.join(missing)})" if missing else "")
+            + "; refusing to touch it: choose another run_dir or pass --overwrite"
+        )
+    attrs = {key: _decode(value) for key, value in raw.items()}
+    if attrs["schema_version"] != SCHEMA_VERSION:
+        raise StorageError(
+            f"{path} is a chain file of schema {attrs['schema_version']!r}; this version of "
+            f"hawkes reads schema {SCHEMA_VERSION}"
+        )
+    attrs["param_names"] = tuple(
+        str(n) for n in _json_list(path, "param_names", attrs["param_names"])
+    )
+    fields = _json_list(path, "fields", attrs["fields"])
+    try:
+        attrs["fields"] = tuple((str(n), str(d)) for n, d in fields)
+    except (TypeError, ValueError) as exc:
+        raise StorageError(f"{path}: root attribute 'fields' is not a list of pairs") from exc
+    group = h5file["draws"]
+    for name in attrs["param_names"] + tuple(n for n, _ in attrs["fields"]):
+        if not isinstance(group.get(name), h5py.Dataset):
+            raise StorageError(f"{path}: dataset /draws/{name} is missing; the file is corrupt")
+    return attrs
+
+
+def _read_rows(
+    h5file: h5py.File, path: Path, names: tuple[str, ...], n: int
+) -> dict[str, np.ndarray]:
+    """The first ``n`` rows of every ``/draws`` dataset (the committed rows)."""
+    out: dict[str, np.ndarray] = {}
+    for name in names:
+        ds = h5file["draws"][name]
+        if ds.shape[0] < n and h5file.swmr_mode:
+            ds.refresh()
+        if ds.shape[0] < n:
+            raise StorageError(
+                f"{path}: /draws/{name} has {ds.shape[0]} rows but the checkpoint "
+                f"{sidecar_path(path)} records {n} committed draws; the chain file was "
+                "replaced or truncated behind hawkes' back: restore it, or start over with "
+                "--overwrite"
+            )
+        out[name] = np.asarray(ds[:n])
+    return out
+
+
+def _check_sidecar_matches(
+    side: Mapping[str, Any],
+    attrs: Mapping[str, Any],
+    path: Path,
+) -> None:
+    for key in ("chain_id", "config_sha256"):
+        if side[key] != attrs[key]:
+            raise StorageError(
+                f"checkpoint {sidecar_path(path)} does not belong to {path} ({key} "
+                f"{side[key]!r} != {attrs[key]!r}); restore the right files or start over "
+                "with --overwrite"
+            )
+
+
+def read_chain(path: Path) -> ChainDraws:
+    """Read the committed draws of a chain file; safe while its writer is running.
+
+    The file is opened read-only with SWMR and only the first ``n`` rows are read, ``n`` being
+    the sidecar's committed count (rows beyond it belong to an unfinished commit). A file
+    without a sidecar reads as 0 draws.
+
+    Parameters
+    ----------
+    path
+        The chain file (``chain-00.h5``).
+
+    Returns
+    -------
+    ChainDraws
+
+    Raises
+    ------
+    StorageError
+        Missing, foreign or corrupt file, or a sidecar that does not match it.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise StorageError(f"chain file {path} does not exist")
+    # Sidecar first: rows [0, n) were flushed and fsynced before it was replaced.
+    side = read_sidecar(path)
+    with _open_reader(path) as h5file, _h5_errors(path):
+        attrs = _check_chain_file(h5file, path)
+        if side is not None:
+            _check_sidecar_matches(side, attrs, path)
+        n = side["draws"] if side is not None else 0
+        names = attrs["param_names"] + tuple(name for name, _ in attrs["fields"])
+        draws = _read_rows(h5file, path, names, n)
+    return ChainDraws(
+        path=path,
+        attrs=attrs,
+        draws=draws,
+        n_committed=n,
+        committed_at=side.get("committed_at") if side is not None else None,
+        checkpoint=side.get("checkpoint") if side is not None else None,
+    )
+
+
+# --------------------------------------------------------------------------- writing
+
+
+def _create_file(
+    path: Path,
+    meta: ChainMeta,
+    rows: Mapping[str, np.ndarray] | None,
+) -> h5py.File:
+    """Write a complete chain file under a temporary name, then move it over ``path``.
+
+    The file is switched to SWMR-write mode before it gets its final name, so the file under
+    ``path`` can always be opened by a SWMR reader, even after the writer was killed.
+
+    Returns
+    -------
+    h5py.File
+        The open handle (SWMR-write mode) of the file now at ``path``.
+    """
+    tmp = _tmp_path(path)
+    try:
+        tmp.unlink(missing_ok=True)  # debris of a crash during an earlier create/resume
+        h5file = h5py.File(tmp, "w", libver="latest", **_h5_kwargs())
+    except OSError as exc:
+        raise StorageError(f"cannot create chain file {tmp}: {exc}") from exc
+    try:
+        for key, value in meta.to_attrs().items():
+            h5file.attrs[key] = value
+        group = h5file.create_group("draws")
+        if "warmup" in dict(meta.fields):
+            group.attrs["warmup_flag"] = "warmup"
+        for name, dtype in meta.columns:
+            data = np.asarray(rows[name], dtype=dtype) if rows is not None else None
+            n = 0 if data is None else data.shape[0]
+            group.create_dataset(
+                name,
+                shape=(n,),
+                maxshape=(None,),
+                chunks=(CHUNK_ROWS,),
+                dtype=dtype,
+                data=data,
+            )
+        h5file.swmr_mode = True
+        h5file.flush()
+        _fsync_h5(h5file)
+        os.replace(tmp, path)
+    except BaseException as exc:
+        h5file.close()
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        if isinstance(exc, OSError):
+            raise StorageError(f"cannot write chain file {path}: {exc}") from exc
+        raise
+    _fsync_dir(path.parent)
+    return h5file
+
+
+def _check_resume(attrs: Mapping[str, Any], meta: ChainMeta, path: Path) -> None:
+    """Refuse to resume a chain file written for another chain or config."""
+    if attrs["chain_id"] != meta.chain_id:
+        raise StorageError(
+            f"{path} belongs to chain {attrs['chain_id']}, not chain {meta.chain_id}; "
+            "use a new run_dir or pass --overwrite"
+        )
+    if attrs["config_sha256"] != meta.config_sha256:
+        raise StorageError(
+            f"{path} was written with a different config (sha256 {attrs['config_sha256']}, "
+            f"now {meta.config_sha256}); use a new run_dir, or pass --overwrite to discard "
+            "its draws"
+        )
+    if attrs["param_names"] != meta.param_names or attrs["fields"] != meta.fields:
+        raise StorageError(
+            f"{path} stores datasets {attrs['param_names']} + {attrs['fields']}, expected "
+            f"{meta.param_names} + {meta.fields}; use a new run_dir or pass --overwrite"
+        )
+    for key in ("kernel_sha256", "package_version"):
+        if attrs.get(key) != getattr(meta, key):
+            logger.warning(
+                "resuming %s with %s %s (was %s)", path, key, getattr(meta, key), attrs.get(key)
+            )
+
+
+class ChainWriter:
+    """The one writer of a chain file: buffers draws, commits them in blocks.
+
+    Create with :meth:`open`. ``append`` only buffers; ``commit`` makes the buffered draws and a
+    checkpoint durable together (see the module docstring). ``close`` (or leaving a ``with``
+    block) does not commit.
+    """
+
+    def __init__(
+        self, path: Path, meta: ChainMeta, h5file: h5py.File, lock: _WriterLock, n_committed: int
+    ) -> None:
+        self._path = path
+        self._meta = meta
+        self._file: h5py.File | None = h5file
+        self._lock = lock
+        self._columns = meta.columns
+        self._names = frozenset(name for name, _ in self._columns)
+        self._datasets = {name: h5file["draws"][name] for name, _ in self._columns}
+        self._buffer: dict[str, list[float | int]] = {name: [] for name, _ in self._columns}
+        self._n_committed = n_committed
+        self._n_pending = 0
+
+    @classmethod
+    def open(
+        cls,
+        path: Path,
+        meta: ChainMeta,
+        *,
+        overwrite: bool = False,
+    ) -> tuple[ChainWriter, dict[str, Any] | None]:
+        """Create a new chain file, or resume an existing one.
+
+        Parameters
+        ----------
+        path
+            The chain file (``RUN_DIR/chains/chain-00.h5``); its directory is created.
+        meta
+            The chain's identity; a resumed file must have the same schema, ``chain_id``,
+            ``config_sha256`` and datasets.
+        overwrite
+            Discard any existing file and sidecar and start empty.
+
+        Returns
+        -------
+        (ChainWriter, dict or None)
+            The writer, and the checkpoint payload of the last commit (None for a new chain or
+            a file that never committed). On resume ``/draws`` holds exactly the committed
+            draws; ``writer.n_committed`` is their number.
+
+        Raises
+        ------
+        StorageError
+            The file is foreign, corrupt or belongs to another chain/config (never touched
+            then), the sidecar exists without the file, or another process writes the chain.
+        """
+        path = Path(path)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StorageError(f"cannot create directory {path.parent}: {exc}") from exc
+        side = sidecar_path(path)
+        lock = _WriterLock(path)
+        try:
+            if overwrite:
+                if path.is_dir():
+                    raise StorageError(f"{path} is a directory, not a chain file")
+                if side.exists():
+                    side.unlink()
+                    _fsync_dir(path.parent)
+                h5file = _create_file(path, meta, None)
+                logger.info("created chain file %s (overwrite)", path)
+                return cls(path, meta, h5file, lock, 0), None
+            if not path.exists():
+                if side.exists():
+                    raise StorageError(
+                        f"checkpoint {side} exists but chain file {path} does not; its "
+                        "committed draws are lost: restore the file, or pass --overwrite"
+                    )
+                h5file = _create_file(path, meta, None)
+                logger.info("created chain file %s", path)
+                return cls(path, meta, h5file, lock, 0), None
+            return cls._resume(path, meta, lock)
+        except BaseException:
+            lock.release()
+            raise
+
+    @classmethod
+    def _resume(
+        cls,
+        path: Path,
+        meta: ChainMeta,
+        lock: _WriterLock,
+    ) -> tuple[ChainWriter, dict[str, Any] | None]:
+        with _open_reader(path) as src, _h5_errors(path):
+            attrs = _check_chain_file(src, path)
+            side = read_sidecar(path)
+            if side is not None:
+                _check_sidecar_matches(side, attrs, path)
+            _check_resume(attrs, meta, path)
+            n = side["draws"] if side is not None else 0
+            names = tuple(name for name, _ in meta.columns)
+            rows = _read_rows(src, path, names, n)
+            n_rows = max(src["draws"][name].shape[0] for name in names)
+        # Rewrite the committed prefix as a fresh file (atomic replace): this truncates the
+        # uncommitted rows and clears the "open for writing" flags a killed writer leaves.
+        h5file = _create_file(path, meta, rows)
+        logger.info(
+            "resumed chain file %s at %d committed draws (dropped %d uncommitted rows)",
+            path,
+            n,
+            max(n_rows - n, 0),
+        )
+        checkpoint = side.get("checkpoint") if side is not None else None
+        return cls(path, meta, h5file, lock, n), checkpoint
+
+    # ------------------------------------------------------------------ properties
+
+    @property
+    def path(self) -> Path:
+        """The chain file."""
+        return self._path
+
+    @property
+    def meta(self) -> ChainMeta:
+        """The chain's metadata."""
+        return self._meta
+
+    @property
+    def n_committed(self) -> int:
+        """Draws made durable by :meth:`commit` (rows ``0 .. n_committed-1`` of ``/draws``)."""
+        return self._n_committed
+
+    @property
+    def n_pending(self) -> int:
+        """Draws appended since the last commit (in memory only)."""
+        return self._n_pending
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self._file is None
+
+    # ------------------------------------------------------------------ writing
+
+    def _require_open(self) -> h5py.File:
+        if self._file is None:
+            raise StorageError(f"chain writer for {self._path} is closed")
+        return self._file
+
+    def append(self, draw: Mapping[str, float | int]) -> None:
+        """Buffer one saved draw (no I/O).
+
+        Parameters
+        ----------
+        draw
+            One value per dataset: the parameters (natural scale) and every field, no others.
+
+        Raises
+        ------
+        ValueError
+            Missing or unknown keys.
+        """
+        self._require_open()
+        if draw.keys() != self._names:
+            missing = sorted(self._names - draw.keys())
+            unknown = sorted(set(draw.keys()) - self._names)
+            raise ValueError(
+                f"draw for {self._path}: missing {missing or 'nothing'}, "
+                f"unknown {unknown or 'nothing'}"
+            )
+        for name, values in self._buffer.items():
+            values.append(draw[name])
+        self._n_pending += 1
+
+    def commit(self, checkpoint: Mapping[str, Any]) -> None:
+        """Make the buffered draws and ``checkpoint`` durable together.
+
+        Appends the buffered rows to the datasets, flushes and fsyncs the HDF5 file, then
+        replaces the sidecar atomically. If anything fails the sidecar still describes the
+        previous commit, the buffer is kept, and calling ``commit`` again is safe.
+
+        Parameters
+        ----------
+        checkpoint
+            JSON-serialisable payload (iteration, sampler state, RNG state, ...), returned by
+            :meth:`open` on resume.
+        """
+        h5file = self._require_open()
+        record = {
+            "schema": SCHEMA_VERSION,
+            "chain_id": self._meta.chain_id,
+            "config_sha256": self._meta.config_sha256,
+            "draws": self._n_committed + self._n_pending,
+            "committed_at": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
+            "checkpoint": dict(checkpoint),
+        }
+        json.dumps(record)  # fail on a non-serialisable payload before touching the file
+        n0, n1 = self._n_committed, self._n_committed + self._n_pending
+        blocks = {
+            name: np.asarray(self._buffer[name], dtype=dtype) for name, dtype in self._columns
+        }
+        try:
+            if n1 > n0:
+                for name, block in blocks.items():
+                    ds = self._datasets[name]
+                    ds.resize((n1,))
+                    ds[n0:n1] = block
+                h5file.flush()
+                _fsync_h5(h5file)
+            _atomic_write_json(sidecar_path(self._path), record)
+        except OSError as exc:
+            raise StorageError(
+                f"cannot commit draws to {self._path} ({exc}); the last commit ({n0} draws) "
+                "is intact: fix the problem (e.g. free disk space) and resume"
+            ) from exc
+        self._n_committed = n1
+        self._n_pending = 0
+        for values in self._buffer.values():
+            values.clear()
+
+    def close(self) -> None:
+        """Close the file and release the lock; pending (uncommitted) draws are dropped."""
+        if self._file is None:
+            return
+        if self._n_pending:
+            logger.warning(
+                "closing %s with %d uncommitted draws (dropped)", self._path, self._n_pending
+            )
+        h5file, self._file = self._file, None
+        try:
+            h5file.close()
+        finally:
+            self._lock.release()
+
+    def __enter__(self) -> ChainWriter:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._file is None else "open"
+        return (
+            f"ChainWriter({str(self._path)!r}, {state}, committed={self._n_committed}, "
+            f"pending={self._n_pending})"
+        )

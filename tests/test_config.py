@@ -1,0 +1,535 @@
+"""Config loading: defaults, path resolution, validation errors, round trip, shipped configs."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from hawkes_cli.config import (
+    KEYS,
+    SECTIONS,
+    ChainsConfig,
+    Config,
+    config_from_mapping,
+    config_from_yaml_text,
+    load_config,
+    slurm_time_seconds,
+)
+from hawkes_cli.errors import ConfigError
+from hawkes_cli.model import PARAM_NAMES
+from hawkes_cli.priors import DEFAULT_PRIOR, Prior
+
+REPO = Path(__file__).resolve().parent.parent
+SHIPPED = ["demo.yaml", "covid-model1.yaml", "covid-model2.yaml"]
+
+
+def write(tmp_path: Path, text: str, name: str = "run.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def from_text(text: str, tmp_path: Path) -> Config:
+    return config_from_yaml_text(text, base_dir=tmp_path, where="t.yaml")
+
+
+def with_section(section: str, body: str) -> str:
+    """A minimal valid config plus one section (YAML flow mapping body)."""
+    head = "data: {events: ev.h5}\n"
+    if section == "data":
+        return f"data: {{{body}}}\n"
+    return head + f"{section}: {{{body}}}\n"
+
+
+def raises(match: str):
+    return pytest.raises(ConfigError, match=match)
+
+
+# --------------------------------------------------------------------------- defaults
+
+
+def test_minimal_config_fills_every_default(tmp_path):
+    cfg = load_config(write(tmp_path, "data: {events: ev.h5}\n", "mini.yaml"))
+    assert cfg.data.events == tmp_path / "ev.h5"
+    assert cfg.data.area is None and cfg.data.counties is None and cfg.data.window_end is None
+    assert cfg.model.kind == 1
+    assert dict(cfg.priors) == {name: DEFAULT_PRIOR for name in PARAM_NAMES}
+    s = cfg.sampler
+    assert (s.kind, s.iterations, s.warmup, s.thin, s.seed) == ("univariate", 20000, 1000, 1, 1)
+    assert (s.resample_every, s.target_accept, dict(s.initial), s.initial_scale) == (
+        0,
+        None,
+        {},
+        0.1,
+    )
+    assert cfg.chains == ChainsConfig(count=4, gpus_per_chain=1, chains_per_node=1, gpus_per_node=8)
+    assert (cfg.engine.backend, cfg.engine.precision, cfg.engine.device) == (
+        "opencl",
+        "float32",
+        None,
+    )
+    assert cfg.output.run_dir == tmp_path / "runs" / "mini"
+    assert cfg.output.commit_every == 100
+    sl = cfg.slurm
+    assert (sl.partition, sl.time, sl.account, sl.qos, dict(sl.extra)) == (
+        None,
+        "24:00:00",
+        None,
+        None,
+        {},
+    )
+    assert (sl.requeue_budget, sl.signal_seconds, sl.time_seconds) == (10, 300, 86400)
+    assert cfg.source == tmp_path / "mini.yaml"
+
+
+@pytest.mark.parametrize(("iterations", "warmup"), [(1, 0), (50, 5), (9999, 999), (50000, 1000)])
+def test_default_warmup_is_a_tenth_capped_at_1000(tmp_path, iterations, warmup):
+    cfg = from_text(with_section("sampler", f"iterations: {iterations}"), tmp_path)
+    assert cfg.sampler.warmup == warmup
+
+
+def test_null_takes_the_default(tmp_path):
+    text = "data: {events: ev.h5}\nsampler: {thin: null, seed: null}\nslurm:\nchains: null\n"
+    cfg = from_text(text, tmp_path)
+    assert (cfg.sampler.thin, cfg.sampler.seed, cfg.chains.count) == (1, 1, 4)
+
+
+def test_ints_accepted_for_floats_and_extra_converted_to_text(tmp_path):
+    text = (
+        "data: {events: ev.h5, area: 100, window_end: 365}\n"
+        "sampler: {initial: {sigma_t: 5}, initial_scale: 1, target_accept: 0.3}\n"
+        "slurm: {extra: {constraint: a100, gpus-per-task: 1, mem-per-gpu: 1.5}}\n"
+    )
+    cfg = from_text(text, tmp_path)
+    assert cfg.data.area == 100.0 and isinstance(cfg.data.area, float)
+    assert cfg.data.window_end == 365.0
+    assert dict(cfg.sampler.initial) == {"sigma_t": 5.0}
+    assert isinstance(cfg.sampler.initial_scale, float)
+    assert dict(cfg.slurm.extra) == {
+        "constraint": "a100",
+        "gpus-per-task": "1",
+        "mem-per-gpu": "1.5",
+    }
+
+
+def test_priors_parsed(tmp_path):
+    cfg = from_text(with_section("priors", "sigma_x: {gamma: [2, 1]}"), tmp_path)
+    assert cfg.priors["sigma_x"] == Prior("gamma", (2.0, 1.0))
+    assert cfg.priors["mu0"] == DEFAULT_PRIOR
+
+
+# --------------------------------------------------------------------------- paths
+
+
+def test_relative_paths_resolve_against_the_yaml_directory_not_the_cwd(tmp_path, monkeypatch):
+    conf_dir = tmp_path / "configs"
+    conf_dir.mkdir()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    text = (
+        "data: {events: ../data/ev.h5, counties: shapes/c.geojson}\noutput: {run_dir: ../runs/x}\n"
+    )
+    cfg = load_config(write(conf_dir, text, "x.yaml"))
+    assert cfg.data.events == tmp_path / "data" / "ev.h5"
+    assert cfg.data.counties == conf_dir / "shapes" / "c.geojson"
+    assert cfg.output.run_dir == tmp_path / "runs" / "x"
+    assert all(p.is_absolute() for p in (cfg.data.events, cfg.data.counties, cfg.output.run_dir))
+
+
+def test_relative_config_path_and_default_run_dir(tmp_path, monkeypatch):
+    (tmp_path / "configs").mkdir()
+    write(tmp_path / "configs", "data: {events: ev.h5}\n", "demo.yaml")
+    monkeypatch.chdir(tmp_path)
+    cfg = load_config("configs/demo.yaml")
+    assert cfg.data.events == tmp_path / "configs" / "ev.h5"
+    assert cfg.output.run_dir == tmp_path / "configs" / "runs" / "demo"
+
+
+def test_absolute_and_home_paths(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    text = f"data: {{events: {tmp_path}/abs.h5, counties: ~/c.geojson}}\n"
+    cfg = from_text(text, tmp_path / "sub")
+    assert cfg.data.events == tmp_path / "abs.h5"
+    assert cfg.data.counties == tmp_path / "home" / "c.geojson"
+
+
+def test_data_files_need_not_exist(tmp_path):
+    cfg = from_text("data: {events: nowhere/ev.h5}\n", tmp_path)
+    assert not cfg.data.events.exists()
+
+
+# --------------------------------------------------------------------------- file errors
+
+
+def test_missing_file(tmp_path):
+    with raises(r"nope\.yaml: config file not found"):
+        load_config(tmp_path / "nope.yaml")
+
+
+def test_directory_is_not_a_config(tmp_path):
+    with raises("is a directory"):
+        load_config(tmp_path)
+
+
+def test_yaml_syntax_error_names_the_line(tmp_path):
+    path = write(tmp_path, "data:\n  events: ev.h5\nsampler: {iterations: 10\n", "bad.yaml")
+    with raises(r"bad\.yaml: YAML syntax error at line \d+, column \d+"):
+        load_config(path)
+
+
+def test_tab_indentation_is_a_syntax_error_with_line(tmp_path):
+    path = write(tmp_path, "data:\n\tevents: ev.h5\n", "tabs.yaml")
+    with raises(r"tabs\.yaml: YAML syntax error at line 2"):
+        load_config(path)
+
+
+def test_duplicate_key_is_an_error(tmp_path):
+    path = write(tmp_path, "data: {events: ev.h5}\nsampler:\n  thin: 2\n  thin: 3\n", "dup.yaml")
+    with raises(r"dup\.yaml: YAML syntax error at line 4.*duplicate key 'thin'"):
+        load_config(path)
+
+
+@pytest.mark.parametrize("text", ["- data\n- model\n", "just text\n", "42\n"])
+def test_top_level_must_be_a_mapping(tmp_path, text):
+    with raises(r"top\.yaml: the top level must be a mapping of sections"):
+        load_config(write(tmp_path, text, "top.yaml"))
+
+
+def test_empty_file(tmp_path):
+    with raises(r"empty\.yaml: the config is empty; it needs at least data\.events"):
+        load_config(write(tmp_path, "# nothing\n", "empty.yaml"))
+
+
+def test_config_from_mapping_rejects_non_mapping(tmp_path):
+    with raises("where.yaml: the top level must be a mapping"):
+        config_from_mapping(["data"], base_dir=tmp_path, where="where.yaml")  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------------- unknown names
+
+
+def test_unknown_key_lists_valid_keys_and_suggests(tmp_path):
+    path = write(tmp_path, "data: {events: ev.h5}\nsampler: {iteration: 10}\n", "demo.yaml")
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    msg = str(info.value)
+    assert "demo.yaml" in msg
+    assert "unknown key 'sampler.iteration' in section 'sampler'" in msg
+    assert "valid keys: " + ", ".join(KEYS["sampler"]) in msg
+    assert "did you mean 'iterations'?" in msg
+
+
+def test_unknown_section_lists_valid_sections_and_suggests(tmp_path):
+    with pytest.raises(ConfigError) as info:
+        from_text("data: {events: ev.h5}\nsampeler: {iterations: 10}\n", tmp_path)
+    msg = str(info.value)
+    assert msg.startswith("t.yaml: unknown section 'sampeler'")
+    assert "valid sections: " + ", ".join(SECTIONS) in msg
+    assert "did you mean 'sampler'?" in msg
+
+
+def test_unknown_key_far_from_any_has_no_suggestion(tmp_path):
+    with pytest.raises(ConfigError) as info:
+        from_text(with_section("engine", "zzz: 1"), tmp_path)
+    assert "unknown key 'engine.zzz'" in str(info.value)
+    assert "did you mean" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("section", "body", "pattern"),
+    [
+        ("priors", "sigmax: {normal: [0, 1]}", r"'priors\.sigmax'.*did you mean 'sigma_x'"),
+        ("sampler", "initial: {sigma_tt: 1.0}", r"'sampler\.initial\.sigma_tt'.*'sigma_t'"),
+        ("sampler", "kind: univariat", r"sampler\.kind: expected one of univariate, block.*"),
+        ("engine", "backend: opencll", r"engine\.backend:.*did you mean 'opencl'"),
+        ("engine", "precision: float16", r"engine\.precision: expected one of float32, float64"),
+    ],
+)
+def test_unknown_names_inside_sections(tmp_path, section, body, pattern):
+    with raises(r"t\.yaml: .*" + pattern):
+        from_text(with_section(section, body), tmp_path)
+
+
+# --------------------------------------------------------------------------- types and ranges
+
+
+@pytest.mark.parametrize(
+    ("section", "key"),
+    [
+        ("sampler", "iterations"),
+        ("sampler", "warmup"),
+        ("sampler", "thin"),
+        ("sampler", "seed"),
+        ("sampler", "resample_every"),
+        ("chains", "count"),
+        ("chains", "gpus_per_chain"),
+        ("output", "commit_every"),
+        ("slurm", "requeue_budget"),
+        ("model", "kind"),
+    ],
+)
+def test_bool_is_not_an_int(tmp_path, section, key):
+    with raises(rf"t\.yaml: {section}\.{key}: expected .*got true \(a boolean\)"):
+        from_text(with_section(section, f"{key}: true"), tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("section", "body", "pattern"),
+    [
+        ("sampler", "iterations: 0", r"sampler\.iterations: expected an integer >= 1, got 0"),
+        ("sampler", "iterations: 100.0", r"sampler\.iterations: expected an integer"),
+        ("sampler", "iterations: '2000'", r"sampler\.iterations: .*'2000' \(a string"),
+        ("sampler", "iterations: 2e4", r"sampler\.iterations: .*1\.0e\+5"),
+        ("sampler", "warmup: -1", r"sampler\.warmup: expected an integer >= 0"),
+        ("sampler", "iterations: 10, warmup: 10", r"sampler\.warmup: .*< sampler\.iterations"),
+        ("sampler", "thin: 0", r"sampler\.thin: expected an integer >= 1"),
+        ("sampler", "seed: -3", r"sampler\.seed: expected an integer in \[0, "),
+        ("sampler", "resample_every: -1", r"sampler\.resample_every: expected an integer >= 0"),
+        ("sampler", "target_accept: 1.0", r"sampler\.target_accept: expected a number in \(0, 1\)"),
+        ("sampler", "target_accept: 0", r"sampler\.target_accept: expected a number in \(0, 1\)"),
+        ("sampler", "target_accept: '0.3'", r"sampler\.target_accept: .*\(a string"),
+        ("sampler", "initial_scale: 0", r"sampler\.initial_scale: expected a number > 0"),
+        ("sampler", "initial_scale: .nan", r"sampler\.initial_scale: expected a number > 0"),
+        ("sampler", "initial: [1, 2]", r"sampler\.initial: expected a mapping"),
+        ("sampler", "initial: {mu0: -1}", r"sampler\.initial\.mu0: expected a number > 0"),
+        ("sampler", "initial: {mu0: true}", r"sampler\.initial\.mu0: expected a number > 0"),
+        ("model", "kind: 3", r"model\.kind: expected one of 1, 2, got 3"),
+        ("model", "kind: '1'", r"model\.kind: expected one of 1, 2"),
+        ("data", "events: ev.h5, area: 0", r"data\.area: expected a number > 0, got 0"),
+        ("data", "events: ev.h5, area: .inf", r"data\.area: expected a number > 0"),
+        ("data", "events: ev.h5, area: 'big'", r"data\.area: expected a number > 0"),
+        ("data", "events: ev.h5, window_end: -1.0", r"data\.window_end: expected a number > 0"),
+        ("data", "events: 12", r"data\.events: expected a file path"),
+        ("data", "events: ''", r"data\.events: expected a file path"),
+        ("data", "events: ev.h5, counties: [a]", r"data\.counties: expected a file path"),
+        ("chains", "count: 0", r"chains\.count: expected an integer >= 1"),
+        ("chains", "gpus_per_node: -8", r"chains\.gpus_per_node: expected an integer >= 1"),
+        ("engine", "device: 0", r"engine\.device: expected a non-empty string .*quote it"),
+        ("engine", "backend: 1", r"engine\.backend: expected one of opencl, reference"),
+        ("output", "run_dir: 5", r"output\.run_dir: expected a file path"),
+        ("output", "commit_every: 0", r"output\.commit_every: expected an integer >= 1"),
+        ("slurm", "partition: ''", r"slurm\.partition: expected a non-empty string"),
+        ("slurm", "account: 12", r"slurm\.account: expected a non-empty string"),
+        ("slurm", 'qos: "a\\nb"', r"slurm\.qos: expected a single line"),
+        ("slurm", "time: 24:00:00", r"slurm\.time: expected a quoted Slurm time.*86400"),
+        ("slurm", "time: '24h'", r"slurm\.time: expected a quoted Slurm time"),
+        ("slurm", "time: '1:75:00'", r"slurm\.time: expected a quoted Slurm time"),
+        ("slurm", "time: '0'", r"slurm\.time: expected a quoted Slurm time"),
+        ("slurm", "requeue_budget: -1", r"slurm\.requeue_budget: expected an integer >= 0"),
+        ("slurm", "signal_seconds: 0", r"slurm\.signal_seconds: expected an integer in \[1, "),
+        ("slurm", "time: '5', signal_seconds: 300", r"slurm\.signal_seconds: .*300 s"),
+        ("slurm", "extra: [a]", r"slurm\.extra: expected a mapping"),
+        ("slurm", "extra: {exclusive: true}", r"slurm\.extra\.exclusive: expected a string or"),
+        ("slurm", "extra: {constraint: null}", r"slurm\.extra\.constraint: expected a string"),
+        ("slurm", "extra: {--constraint: a100}", r"slurm\.extra\.--constraint: expected an sbatch"),
+        ("slurm", "extra: {time: '1:00:00'}", r"slurm\.extra\.time: use slurm\.time instead"),
+        ("slurm", 'extra: {comment: "a\\nb"}', r"slurm\.extra\.comment: expected a single"),
+    ],
+)
+def test_wrong_types_and_ranges_name_file_and_key(tmp_path, section, body, pattern):
+    with raises(r"^t\.yaml: .*" + pattern):
+        from_text(with_section(section, body), tmp_path)
+
+
+@pytest.mark.parametrize("section", ["model", "sampler", "slurm"])
+def test_section_must_be_a_mapping(tmp_path, section):
+    with raises(rf"t\.yaml: section '{section}' must be a mapping.*valid keys"):
+        from_text(f"data: {{events: ev.h5}}\n{section}: [1, 2]\n", tmp_path)
+
+
+def test_bad_prior_is_reported_with_file_and_key(tmp_path):
+    with raises(r"t\.yaml: priors\.xi0\.gamma: scale/shape/rate must be > 0"):
+        from_text(with_section("priors", "xi0: {gamma: [0, 1]}"), tmp_path)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["model: {kind: 2}\n", "data: null\n", "data: {area: 1.0}\n", "data: {events: null}\n"],
+)
+def test_data_events_is_required(tmp_path, text):
+    with raises(r"t\.yaml: data\.events: required"):
+        from_text(text, tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("body", "advice"),
+    [
+        ("chains_per_node: 3, gpus_per_chain: 4", "at most 2"),
+        ("gpus_per_chain: 16", "gpus_per_chain must be at most 8"),
+        ("chains_per_node: 5, gpus_per_chain: 1, gpus_per_node: 4", "at most 4"),
+    ],
+)
+def test_impossible_placement(tmp_path, body, advice):
+    with raises(r"t\.yaml: chains: impossible placement.*chains\.gpus_per_node.*" + advice):
+        from_text(with_section("chains", body), tmp_path)
+
+
+def test_full_node_is_possible(tmp_path):
+    cfg = from_text(with_section("chains", "chains_per_node: 2, gpus_per_chain: 4"), tmp_path)
+    assert cfg.chains.chains_per_node * cfg.chains.gpus_per_chain == cfg.chains.gpus_per_node
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [
+        ("90", 5400),
+        ("90:30", 5430),
+        ("24:00:00", 86400),
+        ("48:00:00", 172800),
+        ("1-12", 129600),
+        ("1-12:30", 131400),
+        ("2-00:00:01", 172801),
+    ],
+)
+def test_slurm_time_forms(tmp_path, text, seconds):
+    assert slurm_time_seconds(text) == seconds
+    cfg = from_text(with_section("slurm", f"time: '{text}'"), tmp_path)
+    assert cfg.slurm.time == text and cfg.slurm.time_seconds == seconds
+
+
+@pytest.mark.parametrize("text", ["", "1:2:3:4", "-1", "1-", "1:60", "0:60:00", "abc", "1-1:1:99"])
+def test_slurm_time_rejects(text):
+    with pytest.raises(ValueError):
+        slurm_time_seconds(text)
+
+
+# --------------------------------------------------------------------------- round trip, hash
+
+
+FULL = """\
+data: {events: ../data/ev.h5, area: 12.5, counties: shapes.geojson, window_end: 300}
+model: {kind: 2}
+priors: {sigma_x: {lognormal: [0, 2]}, xi0: {halfnormal: [1]}, tau_t: {gamma: [2, 0.5]}}
+sampler: {kind: block, iterations: 300, thin: 2, seed: 7, resample_every: 5,
+          target_accept: 0.25, initial: {sigma_t: 5, mu0: 0.5}, initial_scale: 0.05}
+chains: {count: 30, gpus_per_chain: 4, chains_per_node: 2}
+engine: {backend: reference, precision: float64, device: "0:1"}
+output: {commit_every: 10}
+slurm: {partition: gpu, time: "1-00:00:00", account: lab, qos: high,
+        extra: {constraint: a100, gpus-per-task: 1}, requeue_budget: 3, signal_seconds: 120}
+"""
+
+
+def test_to_yaml_round_trip_gives_equal_config_and_hash(tmp_path):
+    cfg = load_config(write(tmp_path, FULL, "full.yaml"))
+    text = cfg.to_yaml()
+    again = config_from_yaml_text(text, base_dir=tmp_path / "elsewhere", where="resolved.yaml")
+    assert again == cfg
+    assert again.sha256 == cfg.sha256
+    assert again.to_yaml() == text
+    # the resolved mapping is plain YAML with every key of every section, in order
+    mapping = yaml.safe_load(text)
+    assert list(mapping) == list(SECTIONS)
+    for section in SECTIONS:
+        assert tuple(mapping[section]) == KEYS[section]
+    assert mapping["sampler"]["warmup"] == 30  # the default was filled in
+    assert mapping["sampler"]["initial"] == {"mu0": 0.5, "sigma_t": 5.0}
+    assert mapping["output"]["run_dir"] == str(tmp_path / "runs" / "full")
+    assert os.path.isabs(mapping["data"]["events"])
+
+
+def test_round_trip_through_config_from_mapping(tmp_path):
+    cfg = from_text(FULL, tmp_path)
+    again = config_from_mapping(cfg.to_mapping(), base_dir=Path("/"), where="m")
+    assert again == cfg and again.sha256 == cfg.sha256
+
+
+def test_configs_that_resolve_the_same_hash_the_same(tmp_path):
+    a = from_text("data: {events: ev.h5}\n", tmp_path)
+    b = from_text(
+        f"data: {{events: {tmp_path}/sub/../ev.h5, area: null}}\n"
+        "sampler: {iterations: 20000, warmup: 1000, seed: 1}\n"
+        "chains: {count: 4}\n",
+        tmp_path,
+    )
+    assert a == b and a.sha256 == b.sha256
+    assert re.fullmatch(r"[0-9a-f]{64}", a.sha256)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        "sampler: {seed: 2}",
+        "sampler: {iterations: 20001}",
+        "model: {kind: 2}",
+        "priors: {mu0: {normal: [0, 2]}}",
+        "slurm: {extra: {constraint: a100}}",
+        "data: {events: ev2.h5}",
+        "engine: {precision: float64}",
+    ],
+)
+def test_sha256_changes_when_a_value_changes(tmp_path, change):
+    base = from_text("data: {events: ev.h5}\n", tmp_path)
+    section = change.split(":")[0]
+    text = change + "\n" if section == "data" else "data: {events: ev.h5}\n" + change + "\n"
+    other = from_text(text, tmp_path)
+    assert other != base
+    assert other.sha256 != base.sha256
+
+
+def test_config_is_frozen(tmp_path):
+    cfg = from_text("data: {events: ev.h5}\n", tmp_path)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        cfg.sampler.iterations = 5  # type: ignore[misc]
+
+
+def test_source_is_not_part_of_equality(tmp_path):
+    cfg = load_config(write(tmp_path, "data: {events: ev.h5}\n", "a.yaml"))
+    assert cfg.source == tmp_path / "a.yaml"
+    assert dataclasses.replace(cfg, source=None) == cfg
+
+
+# --------------------------------------------------------------------------- shipped configs
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_shipped_configs_load(name):
+    cfg = load_config(REPO / "configs" / name)
+    assert cfg.data.events.is_absolute()
+    assert cfg.output.run_dir.parent == REPO / "runs"
+    c = cfg.chains
+    assert c.chains_per_node * c.gpus_per_chain <= c.gpus_per_node
+    # every key is written out explicitly (the shipped files document all of them)
+    raw = yaml.safe_load((REPO / "configs" / name).read_text())
+    assert list(raw) == list(SECTIONS)
+    for section in SECTIONS:
+        if section != "priors":
+            assert tuple(raw[section]) == KEYS[section], section
+
+
+def test_demo_config_values():
+    cfg = load_config(REPO / "configs" / "demo.yaml")
+    assert cfg.data.events == REPO / "demo" / "events.h5"
+    assert cfg.model.kind == 2
+    s = cfg.sampler
+    assert (s.kind, s.iterations, s.warmup, s.thin, s.resample_every) == (
+        "univariate",
+        2000,
+        500,
+        1,
+        0,
+    )
+    assert (cfg.chains.count, cfg.chains.gpus_per_chain) == (4, 1)
+    assert (cfg.engine.backend, cfg.engine.precision) == ("opencl", "float32")
+    assert cfg.output.run_dir == REPO / "runs" / "demo"
+    assert cfg.output.commit_every == 100
+
+
+@pytest.mark.parametrize("kind", [1, 2])
+def test_covid_configs_match_the_paper(kind):
+    cfg = load_config(REPO / "configs" / f"covid-model{kind}.yaml")
+    assert cfg.model.kind == kind
+    assert cfg.data.events == REPO / "data" / "cases.h5"
+    assert cfg.data.counties is None
+    assert (cfg.sampler.iterations, cfg.sampler.warmup) == (20000, 1000)
+    assert cfg.chains == ChainsConfig(
+        count=30, gpus_per_chain=4, chains_per_node=2, gpus_per_node=8
+    )
+    assert (cfg.slurm.partition, cfg.slurm.time) == ("gpu", "24:00:00")
+    assert cfg.output.run_dir == REPO / "runs" / f"covid-model{kind}"

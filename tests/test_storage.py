@@ -1,0 +1,616 @@
+"""Tests of hawkes_cli.storage: chain files, the atomic sidecar, and SIGKILL + resume.
+
+The crash tests run real writer processes (``python`` on a script under ``tmp_path``) and kill
+them with SIGKILL at random points, then check that exactly the committed draws survive and
+that the chain resumes where it stopped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+
+import hawkes_cli.storage as storage
+from hawkes_cli.errors import StorageError
+from hawkes_cli.storage import (
+    CHUNK_ROWS,
+    SCHEMA_VERSION,
+    ChainMeta,
+    ChainWriter,
+    read_chain,
+    read_sidecar,
+    sidecar_path,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+PARAMS = ("mu0", "tau_t", "xi0", "sigma_x", "sigma_t")
+FIELDS = (
+    ("iteration", "i8"),
+    ("loglik", "f8"),
+    ("logprior", "f8"),
+    ("accepted", "i1"),
+    ("warmup", "i1"),
+    ("coordinate", "i1"),
+    ("scale", "f8"),
+)
+WARMUP = 20
+
+
+def make_meta(**changes) -> ChainMeta:
+    """Metadata of the test chain; keyword arguments override fields."""
+    kwargs = dict(
+        chain_id=3,
+        seed=11,
+        model=1,
+        n_events=1000,
+        iterations=10**9,
+        warmup=WARMUP,
+        thin=1,
+        config_yaml="model: {kind: 1}\n",
+        config_sha256="a" * 64,
+        kernel_sha256="b" * 64,
+        param_names=PARAMS,
+        fields=FIELDS,
+    )
+    kwargs.update(changes)
+    return ChainMeta(**kwargs)
+
+
+def draw(i: int) -> dict[str, float | int]:
+    """The deterministic draw number ``i`` (values exact in float64)."""
+    row: dict[str, float | int] = {name: i + (j + 1) / 8 for j, name in enumerate(PARAMS)}
+    row.update(
+        iteration=i,
+        loglik=-0.5 * i,
+        logprior=-i / 16,
+        accepted=i % 2,
+        warmup=int(i < WARMUP),
+        coordinate=i % 5,
+        scale=1 + (i % 7) / 4,
+    )
+    return row
+
+
+def assert_rows(draws: dict[str, np.ndarray], n: int) -> None:
+    """``draws`` holds exactly draws 0..n-1, each once, with the values of :func:`draw`."""
+    assert set(draws) == set(PARAMS) | {name for name, _ in FIELDS}
+    np.testing.assert_array_equal(draws["iteration"], np.arange(n))
+    for name, dtype in (*((p, "f8") for p in PARAMS), *FIELDS):
+        assert draws[name].dtype == np.dtype(dtype), name
+        expected = np.array([draw(i)[name] for i in range(n)], dtype=dtype)
+        np.testing.assert_array_equal(draws[name], expected, err_msg=name)
+
+
+def raw_rows(path: Path) -> dict[str, int]:
+    """Rows physically present in each /draws dataset (committed or not)."""
+    with h5py.File(path, "r", libver="latest", swmr=True) as f:
+        return {name: f["draws"][name].shape[0] for name in f["draws"]}
+
+
+def write_draws(writer: ChainWriter, start: int, stop: int) -> None:
+    for i in range(start, stop):
+        writer.append(draw(i))
+
+
+# --------------------------------------------------------------------------- basics
+
+
+def test_new_chain_layout_commit_and_read(tmp_path):
+    path = tmp_path / "chains" / "chain-03.h5"
+    writer, checkpoint = ChainWriter.open(path, make_meta())
+    assert checkpoint is None
+    assert (writer.n_committed, writer.n_pending) == (0, 0)
+    write_draws(writer, 0, 25)
+    assert (writer.n_committed, writer.n_pending) == (0, 25)
+    assert raw_rows(path)["mu0"] == 0  # append does no I/O
+    writer.commit({"next": 25, "rng": {"state": [1, 2, 3]}})
+    assert (writer.n_committed, writer.n_pending) == (25, 0)
+    writer.close()
+    writer.close()  # idempotent
+
+    with h5py.File(path, "r") as f:
+        assert f.attrs["schema_version"] == SCHEMA_VERSION
+        assert f.attrs["config_sha256"] == "a" * 64
+        assert json.loads(f.attrs["param_names"]) == list(PARAMS)
+        assert f["draws"].attrs["warmup_flag"] == "warmup"
+        for name, dtype in (*((p, "f8") for p in PARAMS), *FIELDS):
+            ds = f["draws"][name]
+            assert ds.dtype == np.dtype(dtype)
+            assert ds.maxshape == (None,)
+            assert ds.chunks == (CHUNK_ROWS,)
+            assert ds.shape == (25,)
+
+    side = read_sidecar(path)
+    assert sidecar_path(path) == path.parent / "chain-03.ckpt.json"
+    assert side["schema"] == SCHEMA_VERSION
+    assert (side["chain_id"], side["config_sha256"], side["draws"]) == (3, "a" * 64, 25)
+    assert side["committed_at"].endswith("+00:00")
+    assert side["checkpoint"] == {"next": 25, "rng": {"state": [1, 2, 3]}}
+
+    chain = read_chain(path)
+    assert chain.n_committed == 25
+    assert chain.checkpoint == side["checkpoint"]
+    assert chain.committed_at == side["committed_at"]
+    assert chain.attrs["param_names"] == PARAMS
+    assert chain.attrs["fields"] == FIELDS
+    assert chain.attrs["chain_id"] == 3 and chain.attrs["warmup"] == WARMUP
+    assert ChainMeta.from_attrs(chain.attrs) == make_meta()
+    assert_rows(chain.draws, 25)
+
+
+def test_resume_continues_and_close_drops_pending(tmp_path):
+    path = tmp_path / "chain-03.h5"
+    with ChainWriter.open(path, make_meta())[0] as writer:
+        write_draws(writer, 0, 10)
+        writer.commit({"next": 10})
+        write_draws(writer, 10, 14)  # never committed
+    writer2, checkpoint = ChainWriter.open(path, make_meta())
+    assert checkpoint == {"next": 10}
+    assert writer2.n_committed == 10 and writer2.n_pending == 0
+    write_draws(writer2, 10, 30)
+    writer2.commit({"next": 30})
+    writer2.commit({"next": 30, "note": "empty commit updates the checkpoint only"})
+    writer2.close()
+    chain = read_chain(path)
+    assert chain.n_committed == 30 and chain.checkpoint["note"]
+    assert_rows(chain.draws, 30)
+    assert set(raw_rows(path).values()) == {30}
+
+
+def test_append_checks_keys_and_closed_writer(tmp_path):
+    writer, _ = ChainWriter.open(tmp_path / "c.h5", make_meta())
+    bad = draw(0)
+    del bad["loglik"]
+    with pytest.raises(ValueError, match="loglik"):
+        writer.append(bad)
+    with pytest.raises(ValueError, match="bogus"):
+        writer.append({**draw(0), "bogus": 1.0})
+    assert writer.n_pending == 0
+    writer.close()
+    with pytest.raises(StorageError, match="closed"):
+        writer.append(draw(0))
+    with pytest.raises(StorageError, match="closed"):
+        writer.commit({})
+
+
+def test_meta_validation():
+    with pytest.raises(ValueError, match="duplicate"):
+        make_meta(fields=(("mu0", "f8"),))
+    with pytest.raises(ValueError, match="dtype"):
+        make_meta(fields=(("x", "nonsense"),))
+    with pytest.raises(ValueError, match="numeric"):
+        make_meta(fields=(("x", "U3"),))
+    with pytest.raises(ValueError, match="invalid dataset name"):
+        make_meta(param_names=("a/b",))
+    assert make_meta(param_names=list(PARAMS)).param_names == PARAMS
+
+
+def test_second_writer_is_refused_while_first_is_open(tmp_path):
+    path = tmp_path / "c.h5"
+    writer, _ = ChainWriter.open(path, make_meta())
+    with pytest.raises(StorageError, match="another process"):
+        ChainWriter.open(path, make_meta())
+    writer.close()
+    ChainWriter.open(path, make_meta())[0].close()
+
+
+# --------------------------------------------------------------------------- commit safety
+
+
+def test_commit_failure_before_sidecar_leaves_rows_uncommitted(tmp_path, monkeypatch):
+    """Rows written to HDF5 but no sidecar replace: readers and resume ignore them."""
+    path = tmp_path / "c.h5"
+    writer, _ = ChainWriter.open(path, make_meta())
+    write_draws(writer, 0, 10)
+    writer.commit({"next": 10})
+    before = sidecar_path(path).read_bytes()
+    write_draws(writer, 10, 17)
+
+    def fail(src, dst):
+        raise OSError("simulated crash before os.replace")
+
+    monkeypatch.setattr(storage.os, "replace", fail)
+    with pytest.raises(StorageError, match=r"simulated.*last commit \(10 draws\) is intact"):
+        writer.commit({"next": 17})
+    monkeypatch.undo()
+    assert sidecar_path(path).read_bytes() == before
+    assert raw_rows(path)["mu0"] == 17  # rows were appended and flushed ...
+    assert (writer.n_committed, writer.n_pending) == (10, 7)  # ... but are not committed
+    chain = read_chain(path)
+    assert chain.n_committed == 10 and chain.checkpoint == {"next": 10}
+    assert_rows(chain.draws, 10)
+    writer.close()
+
+    writer, checkpoint = ChainWriter.open(path, make_meta())
+    assert checkpoint == {"next": 10} and writer.n_committed == 10
+    assert set(raw_rows(path).values()) == {10}  # truncated back to the sidecar
+    write_draws(writer, 10, 12)
+    writer.commit({"next": 12})
+    writer.close()
+    assert_rows(read_chain(path).draws, 12)
+
+
+def test_commit_retry_after_failure_stores_each_draw_once(tmp_path, monkeypatch):
+    path = tmp_path / "c.h5"
+    writer, _ = ChainWriter.open(path, make_meta())
+    write_draws(writer, 0, 5)
+    real_replace = os.replace
+    calls = []
+
+    def flaky(src, dst):
+        calls.append((Path(src), Path(dst)))
+        if len(calls) == 1:
+            raise OSError("disk hiccup")
+        real_replace(src, dst)
+
+    monkeypatch.setattr(storage.os, "replace", flaky)
+    with pytest.raises(StorageError, match="disk hiccup"):
+        writer.commit({"next": 5})
+    write_draws(writer, 5, 8)
+    writer.commit({"next": 8})
+    writer.close()
+    src, dst = calls[-1]
+    assert src.parent == dst.parent == path.parent and dst == sidecar_path(path)
+    chain = read_chain(path)
+    assert chain.n_committed == 8
+    assert_rows(chain.draws, 8)
+    assert set(raw_rows(path).values()) == {8}
+
+
+def test_sidecar_write_failing_midway_keeps_old_sidecar(tmp_path, monkeypatch):
+    path = tmp_path / "c.h5"
+    writer, _ = ChainWriter.open(path, make_meta())
+    write_draws(writer, 0, 3)
+    writer.commit({"next": 3})
+    before = sidecar_path(path).read_bytes()
+    real_dump = json.dump
+
+    def half_dump(obj, fh, **kwargs):
+        text = json.dumps(obj, **kwargs)
+        fh.write(text[: len(text) // 2])
+        fh.flush()
+        raise RuntimeError("killed mid-write")
+
+    write_draws(writer, 3, 6)
+    monkeypatch.setattr(storage.json, "dump", half_dump)
+    with pytest.raises(RuntimeError, match="mid-write"):
+        writer.commit({"next": 6})
+    monkeypatch.setattr(storage.json, "dump", real_dump)
+    assert sidecar_path(path).read_bytes() == before
+    assert json.loads(before)["draws"] == 3
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.ckpt.json", "c.h5", "c.lock"]
+    assert read_chain(path).n_committed == 3
+    writer.commit({"next": 6})
+    writer.close()
+    assert_rows(read_chain(path).draws, 6)
+
+
+def test_non_json_checkpoint_is_rejected_before_writing(tmp_path):
+    path = tmp_path / "c.h5"
+    writer, _ = ChainWriter.open(path, make_meta())
+    write_draws(writer, 0, 4)
+    with pytest.raises(TypeError):
+        writer.commit({"state": object()})
+    assert raw_rows(path)["mu0"] == 0
+    assert read_sidecar(path) is None
+    assert writer.n_pending == 4
+    writer.commit({"next": 4})
+    writer.close()
+    assert_rows(read_chain(path).draws, 4)
+
+
+def test_file_without_sidecar_resumes_empty(tmp_path, monkeypatch):
+    path = tmp_path / "c.h5"
+    writer, _ = ChainWriter.open(path, make_meta())
+    write_draws(writer, 0, 6)
+
+    def fail(src, dst):
+        raise OSError("crash before the first sidecar")
+
+    monkeypatch.setattr(storage.os, "replace", fail)
+    with pytest.raises(StorageError, match="first sidecar"):
+        writer.commit({"next": 6})
+    monkeypatch.undo()
+    writer.close()
+    assert raw_rows(path)["mu0"] == 6 and read_sidecar(path) is None
+    assert read_chain(path).n_committed == 0
+    writer, checkpoint = ChainWriter.open(path, make_meta())
+    assert checkpoint is None and writer.n_committed == 0
+    assert set(raw_rows(path).values()) == {0}
+    writer.close()
+
+
+# --------------------------------------------------------------------------- refusals
+
+
+def _assert_refused(path: Path, match: str, meta: ChainMeta | None = None) -> None:
+    files = {p: p.read_bytes() for p in path.parent.iterdir() if p.suffix != ".lock"}
+    with pytest.raises(StorageError, match=match) as info:
+        ChainWriter.open(path, meta or make_meta())
+    assert str(path.with_suffix("")) in str(info.value)  # names the chain file or its sidecar
+    assert {p: p.read_bytes() for p in path.parent.iterdir() if p.suffix != ".lock"} == files
+
+
+def test_foreign_hdf5_file_is_refused_and_untouched(tmp_path):
+    path = tmp_path / "chain-03.h5"
+    with h5py.File(path, "w") as f:
+        f.attrs["title"] = "somebody else's data"
+        f.create_dataset("draws/mu0", data=np.arange(5.0))
+    _assert_refused(path, "not a hawkes chain file")
+    with pytest.raises(StorageError, match="not a hawkes chain file"):
+        read_chain(path)
+
+
+def test_non_hdf5_files_are_refused_and_untouched(tmp_path):
+    path = tmp_path / "chain-03.h5"
+    path.write_text("this is not HDF5\n")
+    _assert_refused(path, "not an HDF5 file")
+    with pytest.raises(StorageError, match="not an HDF5 file"):
+        read_chain(path)
+    path.write_bytes(b"")
+    _assert_refused(path, "not an HDF5 file")
+
+
+def test_corrupt_hdf5_file_is_refused(tmp_path):
+    path = tmp_path / "chain-03.h5"
+    writer, _ = ChainWriter.open(path, make_meta())
+    writer.close()
+    data = bytearray(path.read_bytes())
+    data[48:] = b"\xff" * (len(data) - 48)  # keep the signature, destroy the rest
+    path.write_bytes(bytes(data))
+    _assert_refused(path, "corrupt")
+    with pytest.raises(StorageError, match="corrupt"):
+        read_chain(path)
+
+
+def test_other_config_or_chain_is_refused(tmp_path):
+    path = tmp_path / "chain-03.h5"
+    writer, _ = ChainWriter.open(path, make_meta())
+    write_draws(writer, 0, 5)
+    writer.commit({"next": 5})
+    writer.close()
+    _assert_refused(
+        path, "different config.*new run_dir.*--overwrite", make_meta(config_sha256="c" * 64)
+    )
+    _assert_refused(path, "chain 3, not chain 4", make_meta(chain_id=4))
+    _assert_refused(path, "datasets", make_meta(fields=FIELDS[:-1]))
+    assert_rows(read_chain(path).draws, 5)
+
+
+def test_bad_sidecars_are_refused(tmp_path):
+    path = tmp_path / "chain-03.h5"
+    writer, _ = ChainWriter.open(path, make_meta())
+    write_draws(writer, 0, 5)
+    writer.commit({"next": 5})
+    writer.close()
+    side = sidecar_path(path)
+    good = side.read_text()
+
+    side.write_text(good[:20])
+    _assert_refused(path, "not valid JSON")
+    with pytest.raises(StorageError, match="not valid JSON"):
+        read_chain(path)
+
+    side.write_text(good.replace('"draws": 5', '"draws": 50'))
+    _assert_refused(path, "records 50 committed draws")
+    with pytest.raises(StorageError, match="records 50"):
+        read_chain(path)
+
+    side.write_text(good.replace('"schema": 1', '"schema": 99'))
+    _assert_refused(path, "schema 99")
+
+    side.write_text(good.replace('"chain_id": 3', '"chain_id": 7'))
+    _assert_refused(path, "does not belong")
+
+    side.write_text(good)
+    path.unlink()
+    with pytest.raises(StorageError, match="exists but chain file"):
+        ChainWriter.open(path, make_meta())
+    assert not path.exists()
+
+
+def test_overwrite_replaces_chain_and_foreign_files(tmp_path):
+    path = tmp_path / "chain-03.h5"
+    writer, _ = ChainWriter.open(path, make_meta())
+    write_draws(writer, 0, 5)
+    writer.commit({"next": 5})
+    writer.close()
+    writer, checkpoint = ChainWriter.open(path, make_meta(config_sha256="c" * 64), overwrite=True)
+    assert checkpoint is None and writer.n_committed == 0
+    assert read_sidecar(path) is None
+    writer.close()
+    chain = read_chain(path)
+    assert chain.n_committed == 0 and chain.attrs["config_sha256"] == "c" * 64
+
+    path.write_text("junk")
+    writer, checkpoint = ChainWriter.open(path, make_meta(), overwrite=True)
+    write_draws(writer, 0, 3)
+    writer.commit({"next": 3})
+    writer.close()
+    assert_rows(read_chain(path).draws, 3)
+
+
+def test_read_chain_missing_file(tmp_path):
+    with pytest.raises(StorageError, match="does not exist"):
+        read_chain(tmp_path / "nope.h5")
+
+
+# --------------------------------------------------------------------------- real processes
+
+WRITER_SCRIPT = """\
+import os, signal, sys, time
+from pathlib import Path
+from hawkes_cli.storage import ChainWriter
+from tests.test_storage import draw, make_meta
+
+path, total, k = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+sleep, mode = float(sys.argv[4]), sys.argv[5]
+writer, ckpt = ChainWriter.open(path, make_meta())
+start = writer.n_committed
+assert (ckpt is None) if start == 0 else (ckpt["next"] == start), (start, ckpt)
+print("ready", start, flush=True)
+if mode == "die-before-replace":
+    os.replace = lambda src, dst: os.kill(os.getpid(), signal.SIGKILL)
+for i in range(start, total):
+    writer.append(draw(i))
+    if writer.n_pending == k or i == total - 1:
+        writer.commit({"next": i + 1, "rng": {"state": i + 1}})
+        print("committed", writer.n_committed, flush=True)
+    if sleep:
+        time.sleep(sleep)
+writer.close()
+print("done", writer.n_committed, flush=True)
+"""
+
+
+def _start(
+    tmp_path: Path,
+    out: Path,
+    path: Path,
+    total: int,
+    k: int,
+    sleep: float = 0.0,
+    mode: str = "normal",
+) -> subprocess.Popen:
+    script = tmp_path / "writer.py"
+    script.write_text(WRITER_SCRIPT)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    with open(out, "w") as fh:
+        return subprocess.Popen(
+            [sys.executable, str(script), str(path), str(total), str(k), str(sleep), mode],
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            cwd=ROOT,
+            env=env,
+        )
+
+
+def _wait_for(out: Path, word: str, proc: subprocess.Popen, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while word not in out.read_text():
+        assert proc.poll() is None, f"writer exited early:\n{out.read_text()}"
+        assert time.monotonic() < deadline, f"writer never printed {word!r}"
+        time.sleep(0.005)
+
+
+def _last_count(out: Path) -> int | None:
+    counts = [
+        int(line.split()[1])
+        for line in out.read_text().splitlines()
+        if line.split()[:1] in (["ready"], ["committed"])
+    ]
+    return counts[-1] if counts else None
+
+
+@pytest.mark.slow
+def test_sigkill_at_random_points_then_resume(tmp_path):
+    path = tmp_path / "chains" / "chain-03.h5"
+    k = 5
+    rng = random.Random(20240531)
+    committed = 0
+    seen = set()
+    for kill in range(12):
+        out = tmp_path / f"out-{kill}.txt"
+        proc = _start(tmp_path, out, path, total=10**9, k=k)
+        if kill % 4 == 1:  # anywhere, including start-up and the resume rewrite
+            time.sleep(rng.uniform(0.0, 0.5))
+        else:  # inside the append/commit loop
+            _wait_for(out, "ready", proc)
+            time.sleep(rng.uniform(0.0, 0.25))
+        proc.send_signal(signal.SIGKILL)
+        assert proc.wait() == -signal.SIGKILL, out.read_text()
+
+        printed = _last_count(out)
+        lower = committed if printed is None else printed
+        chain = read_chain(path) if path.exists() else None
+        n = 0 if chain is None else chain.n_committed
+        # the kill may land after the sidecar replace but before the print
+        assert n in (lower, lower + k), (kill, lower, n, out.read_text()[-300:])
+        assert n >= committed
+        if chain is not None:
+            assert_rows(chain.draws, n)
+            assert chain.checkpoint is None if n == 0 else chain.checkpoint["next"] == n
+        committed = n
+        seen.add(n)
+    assert committed > 0 and len(seen) >= 5, seen
+
+    # run to completion (with a final partial block), then resume once more in-process
+    total = committed + 3 * k + 2
+    out = tmp_path / "out-final.txt"
+    proc = _start(tmp_path, out, path, total=total, k=k)
+    assert proc.wait(timeout=60) == 0, out.read_text()
+    chain = read_chain(path)
+    assert chain.n_committed == total and chain.checkpoint["next"] == total
+    assert_rows(chain.draws, total)
+    writer, checkpoint = ChainWriter.open(path, make_meta())
+    assert checkpoint["next"] == total and writer.n_committed == total
+    write_draws(writer, total, total + 7)
+    writer.commit({"next": total + 7})
+    writer.close()
+    assert_rows(read_chain(path).draws, total + 7)
+    assert set(raw_rows(path).values()) == {total + 7}
+
+
+def test_sigkill_after_rows_before_sidecar_replace(tmp_path):
+    """A writer killed between appending rows and replacing the sidecar loses only that block."""
+    path = tmp_path / "chain-03.h5"
+    writer, _ = ChainWriter.open(path, make_meta())
+    write_draws(writer, 0, 10)
+    writer.commit({"next": 10})
+    writer.close()
+    out = tmp_path / "out.txt"
+    proc = _start(tmp_path, out, path, total=100, k=4, mode="die-before-replace")
+    assert proc.wait(timeout=30) == -signal.SIGKILL, out.read_text()
+    assert sidecar_path(path).with_name("chain-03.ckpt.json.tmp").exists()  # never replaced
+    assert raw_rows(path)["mu0"] == 14  # the block reached the HDF5 file ...
+    chain = read_chain(path)
+    assert chain.n_committed == 10  # ... but is not committed
+    assert_rows(chain.draws, 10)
+    writer, checkpoint = ChainWriter.open(path, make_meta())
+    assert checkpoint == {"next": 10} and writer.n_committed == 10
+    assert set(raw_rows(path).values()) == {10}
+    write_draws(writer, 10, 20)
+    writer.commit({"next": 20})
+    writer.close()
+    assert_rows(read_chain(path).draws, 20)
+
+
+@pytest.mark.slow
+def test_read_chain_while_writer_runs(tmp_path):
+    path = tmp_path / "chain-03.h5"
+    k = 5
+    out = tmp_path / "out.txt"
+    proc = _start(tmp_path, out, path, total=10**9, k=k, sleep=0.0005)
+    try:
+        _wait_for(out, "ready", proc)
+        with pytest.raises(StorageError, match="another process"):
+            ChainWriter.open(path, make_meta())
+        counts = []
+        deadline = time.monotonic() + 1.5
+        while time.monotonic() < deadline:
+            side = read_sidecar(path)  # never a partial JSON
+            chain = read_chain(path)
+            assert chain.n_committed % k == 0
+            assert chain.n_committed >= (side["draws"] if side else 0)
+            assert chain.checkpoint is None or chain.checkpoint["next"] == chain.n_committed
+            assert_rows(chain.draws, chain.n_committed)
+            counts.append(chain.n_committed)
+        assert counts == sorted(counts)
+        assert len(set(counts)) >= 3, counts
+        assert proc.poll() is None, out.read_text()
+    finally:
+        proc.kill()
+        proc.wait()
+    chain = read_chain(path)
+    assert chain.n_committed >= counts[-1]
+    assert_rows(chain.draws, chain.n_committed)
