@@ -90,6 +90,7 @@ class ChainOutcome:
     iterations: int
     draws_committed: int
     stopped: bool  # stopped early on request
+    pair_passes: int = 0  # O(N^2) passes this call ran on this rank (background + trigger)
 
     @property
     def finished(self) -> bool:
@@ -192,6 +193,10 @@ class _Chain:
         x, y = polys.sample(codes, self.loc_rng)
         self.lik.set_locations(x, y)
 
+    def pin(self, theta) -> None:
+        """Keep the current state's pair sums cached (see :meth:`Likelihood.pin`)."""
+        self.lik.pin(Params(**dict(zip(PARAM_NAMES, np.exp(theta).tolist(), strict=True))))
+
     def boundary_stop(self, stop: StopFlag) -> bool:
         """All ranks agree whether to stop here (any rank's flag stops everyone)."""
         if self.comm.size == 1:
@@ -223,6 +228,7 @@ class _Chain:
             elif kind == "resample":
                 self.redraw_locations()
             elif kind == "boundary":
+                self.pin(command[1])
                 self.boundary_stop(stop)
             elif kind == "restore":
                 self.restore_locations(command[1])
@@ -265,13 +271,15 @@ def run_chain(
         Called on rank 0 every few seconds with the progress record.
     """
     comm = comm or SerialComm()
-    stop = stop or StopFlag()
+    stop = StopFlag() if stop is None else stop  # (a StopFlag is falsy until set)
     if not 0 <= chain_id < config.chains.count:
         raise UsageError(f"chain {chain_id} is out of range 0..{config.chains.count - 1}")
     chain = _Chain(config, chain_id, comm)
     if comm.rank != 0:
         chain.serve(stop)
-        return ChainOutcome(chain_id, 0, config.sampler.iterations, 0, bool(stop))
+        return ChainOutcome(
+            chain_id, 0, config.sampler.iterations, 0, bool(stop), chain.lik.pair_passes
+        )
     return _drive(chain, stop, overwrite, on_progress)
 
 
@@ -338,7 +346,8 @@ def _loop(chain, sampler, state, current, start, writer, stop, on_progress) -> C
     it = start
     stopped = False
     while it < sc.iterations:
-        chain.announce("boundary")
+        chain.announce("boundary", list(state.theta))
+        chain.pin(state.theta)
         if chain.boundary_stop(stop):
             stopped = True
             break
@@ -368,7 +377,9 @@ def _loop(chain, sampler, state, current, start, writer, stop, on_progress) -> C
         if writer.n_pending >= cfg.output.commit_every:
             _commit(chain, writer, state, current, it)
     _commit(chain, writer, state, current, it)
-    outcome = ChainOutcome(chain.chain_id, it, sc.iterations, writer.n_committed, stopped)
+    outcome = ChainOutcome(
+        chain.chain_id, it, sc.iterations, writer.n_committed, stopped, chain.lik.pair_passes
+    )
     progress.write(current[0], writer.n_committed, "stopped" if stopped else "finished")
     if stopped:
         log.warning(

@@ -144,6 +144,7 @@ class Likelihood:
         self._t = t[backend.row_start : backend.row_stop]
         self._b_cache: OrderedDict[float, np.ndarray] = OrderedDict()
         self._e_cache: OrderedDict[tuple[float, float], np.ndarray] = OrderedDict()
+        self._pinned: tuple[float, tuple[float, float]] | None = None
         self.background_passes = 0
         self.trigger_passes = 0
 
@@ -151,6 +152,11 @@ class Likelihood:
     def pair_passes(self) -> int:
         """Pair passes (background or trigger) run so far on this rank."""
         return self.background_passes + self.trigger_passes
+
+    def pin(self, p: Params) -> None:
+        """Keep the B and E of ``p`` (the chain's current state) cached while proposals come
+        and go, so a run of rejected proposals never forces the current state's pair passes."""
+        self._pinned = (p.tau_t, (p.sigma_x, p.sigma_t))
 
     def _cached(self, cache: OrderedDict, key, compute):
         hit = cache.get(key)
@@ -160,8 +166,12 @@ class Likelihood:
         value = compute()
         value.setflags(write=False)
         cache[key] = value
+        pinned = () if self._pinned is None else self._pinned
         while len(cache) > _CACHE_SIZE:
-            cache.popitem(last=False)
+            victim = next((k for k in cache if k not in pinned), None)
+            if victim is None:
+                break
+            del cache[victim]
         return value
 
     def _background(self, tau_t: float) -> np.ndarray:

@@ -1,0 +1,194 @@
+"""Chains end to end: storage, pair passes, SIGKILL and SIGTERM resume, MPI ranks, local runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from hawkes_cli.config import load_config
+from hawkes_cli.data import save_events
+from hawkes_cli.model import PARAM_NAMES, Params
+from hawkes_cli.runner import chain_path, run_chain
+from hawkes_cli.simulate import DensityGrid, simulate
+from hawkes_cli.storage import read_chain, read_sidecar
+
+pytestmark = pytest.mark.opencl
+
+TRUTH = Params(mu0=0.5, tau_t=40.0, xi0=0.5, sigma_x=0.1, sigma_t=4.0)
+BOUNDS = (0.0, 20.0, 0.0, 20.0)
+
+
+@pytest.fixture(scope="module")
+def events(tmp_path_factory) -> Path:
+    grid = DensityGrid.log_uniform(BOUNDS, 8, 8, 1.0, 100.0, seed=3)
+    data = simulate(TRUTH, model=1, n_background=400, t_end=200.0, bounds=BOUNDS, seed=5,
+                    grid=grid)  # fmt: skip
+    path = tmp_path_factory.mktemp("ev") / "events.h5"
+    save_events(data, path)
+    return path
+
+
+def write_config(tmp_path: Path, events: Path, name: str = "run", **over) -> Path:
+    cfg = {
+        "data": {"events": str(events)},
+        "model": {"kind": 1},
+        "sampler": {"kind": "univariate", "iterations": 300, "warmup": 100, "seed": 7,
+                    "resample_every": 40},
+        "chains": {"count": 2},
+        "engine": {"backend": "opencl", "precision": "float64"},
+        "output": {"run_dir": str(tmp_path / name), "commit_every": 20},
+    }  # fmt: skip
+    for key, value in over.items():
+        section, _, field = key.partition("__")
+        cfg[section][field] = value
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+def draws(run_dir: Path, chain: int = 0) -> dict[str, np.ndarray]:
+    return read_chain(chain_path(run_dir, chain)).draws
+
+
+def cli(*args: str) -> list[str]:
+    return [sys.executable, "-m", "hawkes_cli", "run", *args]
+
+
+def test_chain_file_holds_every_draw(tmp_path, events):
+    cfg = load_config(write_config(tmp_path, events, sampler__thin=3))
+    out = run_chain(cfg, 1)
+    assert out.finished and not out.stopped
+    d = draws(cfg.output.run_dir, 1)
+    assert d["iteration"].tolist() == list(range(0, 300, 3))
+    assert (d["warmup"] == (d["iteration"] < 100)).all()
+    assert out.draws_committed == 100
+    for name in PARAM_NAMES:
+        assert np.all(d[name] > 0) and np.all(np.isfinite(d[name]))
+    assert np.all(np.isfinite(d["loglik"]))
+    side = read_sidecar(chain_path(cfg.output.run_dir, 1))
+    assert side["checkpoint"]["finished"] and side["draws"] == 100
+
+
+def test_mu0_xi0_updates_run_no_pair_pass(tmp_path, events):
+    cfg = load_config(write_config(tmp_path, events, sampler__resample_every=0))
+    out = run_chain(cfg, 0)
+    coord = draws(cfg.output.run_dir)["coordinate"]
+    # each tau_t (1), sigma_x (3) or sigma_t (4) proposal costs exactly one pass; mu0 (0) and
+    # xi0 (2) cost none; plus the two passes of the initial evaluation
+    assert out.pair_passes == 2 + int(np.isin(coord, [1, 3, 4]).sum())
+    assert np.isin(coord, [0, 2]).sum() > 50
+
+
+def test_resampling_costs_one_trigger_pass_each(tmp_path, events):
+    cfg = load_config(write_config(tmp_path, events, sampler__resample_every=40))
+    out = run_chain(cfg, 0)
+    coord = draws(cfg.output.run_dir)["coordinate"]
+    resamples = len(range(40, 300, 40))
+    assert out.pair_passes == 2 + int(np.isin(coord, [1, 3, 4]).sum()) + resamples
+
+
+def _wait_for_draws(path: Path, at_least: int, proc: subprocess.Popen, timeout=120) -> int:
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        side = read_sidecar(path)
+        if side and side["draws"] >= at_least:
+            return side["draws"]
+        assert proc.poll() is None, "chain ended before it could be interrupted"
+        time.sleep(0.05)
+    raise AssertionError("no commit in time")
+
+
+def test_sigkill_then_resume_is_bit_for_bit(tmp_path, events):
+    ref_cfg = load_config(write_config(tmp_path, events, "ref"))
+    run_chain(ref_cfg, 0)
+    want = draws(ref_cfg.output.run_dir)
+
+    path = write_config(tmp_path, events, "killed")
+    cfg = load_config(path)
+    target = chain_path(cfg.output.run_dir, 0)
+    for at_least in (40, 160):  # two kills, the second after a resume
+        proc = subprocess.Popen(cli("chain", str(path), "--chain", "0"))
+        _wait_for_draws(target, at_least, proc)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        assert read_sidecar(target)["draws"] < 300
+    out = run_chain(cfg, 0)
+    assert out.finished
+    got = draws(cfg.output.run_dir)
+    assert got.keys() == want.keys()
+    for key in want:
+        np.testing.assert_array_equal(got[key], want[key], err_msg=key)
+
+
+def test_sigterm_stops_at_boundary_and_resumes(tmp_path, events):
+    long = {"sampler__kind": "block", "sampler__iterations": 3000}  # still running at SIGTERM
+    ref_cfg = load_config(write_config(tmp_path, events, "ref2", **long))
+    run_chain(ref_cfg, 0)
+    path = write_config(tmp_path, events, "term", **long)
+    cfg = load_config(path)
+    target = chain_path(cfg.output.run_dir, 0)
+    proc = subprocess.Popen(cli("chain", str(path), "--chain", "0"), stderr=subprocess.PIPE,
+                            text=True)  # fmt: skip
+    _wait_for_draws(target, 20, proc)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 75, err
+    assert "run again to resume" in err and "Traceback" not in err
+    side = read_sidecar(target)
+    assert not side["checkpoint"]["finished"]
+    assert side["draws"] == side["checkpoint"]["iteration"]  # thin 1: committed up to the stop
+    subprocess.run(cli("chain", str(path), "--chain", "0"), check=True, timeout=120)
+    want, got = draws(ref_cfg.output.run_dir), draws(cfg.output.run_dir)
+    for key in want:
+        np.testing.assert_array_equal(got[key], want[key], err_msg=key)
+
+
+@pytest.mark.mpi
+def test_mpi_ranks_give_the_serial_chain(tmp_path, events):
+    ser = load_config(write_config(tmp_path, events, "serial"))
+    run_chain(ser, 0)
+    path = write_config(tmp_path, events, "mpi", chains__gpus_per_chain=2)
+    mpiexec = str(Path(sys.executable).with_name("mpiexec"))
+    subprocess.run([mpiexec, "-n", "2", *cli("chain", str(path), "--chain", "0")], check=True,
+                   timeout=180)  # fmt: skip
+    a, b = draws(ser.output.run_dir), draws(load_config(path).output.run_dir)
+    for name in (*PARAM_NAMES, "iteration", "accepted"):
+        np.testing.assert_array_equal(b[name], a[name], err_msg=name)
+    np.testing.assert_allclose(b["loglik"], a["loglik"], rtol=1e-12)
+
+
+def test_local_runs_all_chains_then_resumes_nothing(tmp_path, events):
+    path = write_config(tmp_path, events, "local", sampler__iterations=120, sampler__warmup=40)
+    proc = subprocess.run(cli("local", str(path)), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "hawkes-diagnose" in proc.stdout
+    run_dir = load_config(path).output.run_dir
+    for k in range(2):
+        assert read_sidecar(chain_path(run_dir, k))["checkpoint"]["finished"]
+        prog = json.loads((run_dir / "chains" / f"chain-{k:02d}.progress.json").read_text())
+        assert prog["status"] == "finished" and prog["iteration"] == 120
+    before = [os.stat(chain_path(run_dir, k)).st_mtime_ns for k in range(2)]
+    again = subprocess.run(cli("local", str(path)), capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0, again.stderr
+    assert [os.stat(chain_path(run_dir, k)).st_mtime_ns for k in range(2)] == before
+    # chains differ (own seeds) and the config is in the run dir
+    assert not np.array_equal(draws(run_dir, 0)["sigma_x"], draws(run_dir, 1)["sigma_x"])
+    assert (run_dir / "config.yaml").read_text().startswith("# sha256: ")
+
+
+def test_other_config_in_same_run_dir_is_refused(tmp_path, events):
+    path = write_config(tmp_path, events, "same", sampler__iterations=60, sampler__warmup=10)
+    assert subprocess.run(cli("local", str(path)), capture_output=True).returncode == 0
+    path2 = write_config(tmp_path, events, "same", sampler__iterations=70, sampler__warmup=10)
+    proc = subprocess.run(cli("local", str(path2)), capture_output=True, text=True)
+    assert proc.returncode != 0
+    assert "different config" in proc.stderr and "Traceback" not in proc.stderr
