@@ -91,6 +91,7 @@ class ChainOutcome:
     draws_committed: int
     stopped: bool  # stopped early on request
     pair_passes: int = 0  # O(N^2) passes this call ran on this rank (background + trigger)
+    loop_seconds: float = 0.0  # wall time of this call's iterations (set-up excluded)
 
     @property
     def finished(self) -> bool:
@@ -345,6 +346,7 @@ def _loop(chain, sampler, state, current, start, writer, stop, on_progress) -> C
     progress = _Progress(chain.chain_id, sc.iterations, start, run_dir, on_progress)
     it = start
     stopped = False
+    t0 = time.perf_counter()
     while it < sc.iterations:
         chain.announce("boundary", list(state.theta))
         chain.pin(state.theta)
@@ -378,7 +380,13 @@ def _loop(chain, sampler, state, current, start, writer, stop, on_progress) -> C
             _commit(chain, writer, state, current, it)
     _commit(chain, writer, state, current, it)
     outcome = ChainOutcome(
-        chain.chain_id, it, sc.iterations, writer.n_committed, stopped, chain.lik.pair_passes
+        chain.chain_id,
+        it,
+        sc.iterations,
+        writer.n_committed,
+        stopped,
+        chain.lik.pair_passes,
+        time.perf_counter() - t0,
     )
     progress.write(current[0], writer.n_committed, "stopped" if stopped else "finished")
     if stopped:
