@@ -123,7 +123,12 @@ def default_initial(data: EventData, area: float) -> dict[str, float]:
 
 
 def make_resampler(config: Config, data: EventData):
-    """The cut-posterior location sampler and each event's polygon code, or None if off."""
+    """The cut-posterior location sampler and each event's polygon code, or None if off.
+
+    Polygons come from ``data.counties`` when set; else from the synthetic grid of simulated
+    data; else from the polygon file ``hawkes-prep`` recorded in the events file (attribute
+    ``counties``), which defaults to the package's 2016 Census counties.
+    """
     if config.sampler.resample_every == 0:
         return None
     from .geo import PolygonSampler
@@ -134,17 +139,23 @@ def make_resampler(config: Config, data: EventData):
             f"{data.source}: sampler.resample_every > 0 needs a 'fips' column (each event's "
             "county); add it or set resample_every: 0"
         )
-    if config.data.counties is not None:
-        polys = PolygonSampler.from_file(config.data.counties)
-    elif "grid_nx" in data.attrs and "bounds" in data.attrs:
+    if config.data.counties is None and "grid_nx" in data.attrs and "bounds" in data.attrs:
         nx, ny = int(data.attrs["grid_nx"]), int(data.attrs["grid_ny"])
         grid = DensityGrid(values=np.ones((ny, nx)), bounds=tuple(data.attrs["bounds"]))
         polys = PolygonSampler.from_grid(grid)
     else:
-        raise ConfigError(
-            f"{config.source}: sampler.resample_every > 0 needs county polygons: set "
-            "data.counties (a shapefile or GeoPackage), or use simulated data with a grid"
-        )
+        from .counties import load_polygons
+
+        path = config.data.counties
+        if path is None and data.attrs.get("counties"):
+            path = Path(data.attrs["counties"])
+        if path is None and str(data.attrs.get("crs", "lonlat")) != "lonlat":
+            raise ConfigError(
+                f"{config.source}: {data.source} is in {data.attrs['crs']}, so the default "
+                "lon/lat counties do not fit; set data.counties to polygons in that system "
+                "(hawkes-prep hhs --polygons-out)"
+            )
+        polys = load_polygons(path)[0]
     return polys, polys.codes(data.fips)
 
 

@@ -11,5 +11,7 @@ stamp=.venv/.hawkes-setup
 want=$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[dev]'
+    # county population (2019 Census estimates) for `hawkes-prep counties`; --no-deps on purpose
+    .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps delphi-utils==0.3.24
     echo "$want" > "$stamp"
 fi
