@@ -312,6 +312,133 @@ def _print_progress(records: list[dict[str, Any]]) -> None:
     click.echo(time.strftime("%H:%M:%S") + "\n" + "\n".join(parts))
 
 
+# --------------------------------------------------------------------------- hawkes-run: Slurm
+@run.command("plan")
+@click.argument("config_file", type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
+def plan_cmd(config_file: Path, as_json: bool) -> None:
+    """Show how CONFIG's chains are placed on Slurm array tasks (nodes), ranks and GPUs."""
+    from .config import load_config
+    from .slurm import format_plan, make_plan
+
+    plan = make_plan(load_config(config_file))
+    click.echo(json.dumps(plan.to_json(), indent=1) if as_json else format_plan(plan))
+
+
+@run.command("submit")
+@click.argument("config_file", type=click.Path(path_type=Path))
+@click.option("--dry-run", is_flag=True, help="Print the batch script; write and submit nothing.")
+@click.option(
+    "--launcher",
+    type=click.Choice(["auto", "srun", "mpiexec"]),
+    default="auto",
+    show_default=True,
+    help="How a node starts its ranks: srun --mpi=pmi2 ($HAWKES_SRUN_MPI), or mpiexec inside "
+    "the allocation; auto: srun when available.",
+)
+def submit_cmd(config_file: Path, dry_run: bool, launcher: str) -> None:
+    """Submit CONFIG as a Slurm array job (one task per node) with sbatch.
+
+    Writes the resolved config and RUN_DIR/slurm/job.sbatch, submits only the nodes with
+    unfinished chains and records the job id in RUN_DIR/slurm/jobs.json. Submitting again
+    resumes every chain from its last commit.
+    """
+    from .config import load_config
+    from .slurm import submit
+
+    config = load_config(config_file)
+    result = submit(config, dry_run=dry_run, launcher=launcher)
+    if dry_run:
+        click.echo(result.script, nl=False)
+        return
+    run_dir = config.output.run_dir
+    if result.job_id is None:
+        click.echo(f"all {config.chains.count} chains are finished; nothing submitted")
+        return
+    click.echo(f"submitted job {result.job_id} (array tasks {result.array}) for {run_dir}")
+    click.echo(f"script   {result.script_path}")
+    click.echo(f"logs     {run_dir / 'slurm' / 'logs'}")
+    click.echo(f"status   hawkes-run status {run_dir}")
+
+
+@run.command("status")
+@click.argument("run_dir", type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def status_cmd(run_dir: Path, as_json: bool) -> None:
+    """Per chain of RUN_DIR: iterations, draws committed, requeues, last commit, Slurm state."""
+    import dataclasses
+
+    from .slurm import run_status
+
+    rows = run_status(run_dir)
+    if as_json:
+        click.echo(json.dumps([dataclasses.asdict(r) for r in rows], indent=1))
+        return
+    click.echo(
+        f"{'chain':>5} {'node':>4} {'iterations':>15} {'draws':>8} {'requeues':>8}  "
+        f"{'last commit':<29} {'job':<12} state"
+    )
+    for r in rows:
+        it = f"{r.iteration}/{r.iterations}"
+        state = r.state or ("-" if r.job is None else "unknown")
+        if r.finished:
+            state += " (finished)"
+        click.echo(
+            f"{r.chain:>5} {r.node:>4} {it:>15} {r.draws:>8} {r.requeues:>8}  "
+            f"{r.last_commit or '-':<29} {r.job or '-':<12} {state}"
+        )
+    done = sum(r.finished for r in rows)
+    click.echo(f"{done}/{len(rows)} chains finished")
+
+
+@run.command("cancel")
+@click.argument("run_dir", type=click.Path(path_type=Path))
+def cancel_cmd(run_dir: Path) -> None:
+    """Cancel the pending and running Slurm jobs of RUN_DIR (chains keep their commits)."""
+    from .slurm import cancel
+
+    jobs = cancel(run_dir)
+    click.echo(f"cancelled {', '.join(jobs)}" if jobs else "no pending or running job")
+
+
+@run.command("node")
+@click.argument("config_file", type=click.Path(path_type=Path))
+@click.option("--node", "node_index", type=int, required=True, help="Array task (node) index.")
+@click.option(
+    "--ranks",
+    is_flag=True,
+    help="Be one MPI rank of the node (the launcher starts these).",
+)
+@click.option(
+    "--launcher",
+    type=click.Choice(["auto", "srun", "mpiexec"]),
+    default=None,
+    help="How to start the ranks (default: $HAWKES_LAUNCHER, else auto).",
+)
+@click.pass_context
+def node_cmd(
+    ctx: click.Context, config_file: Path, node_index: int, ranks: bool, launcher: str | None
+) -> None:
+    """Internal: run array task NODE of a submitted run (the batch script calls this).
+
+    Without --ranks: starts the node's MPI ranks, forwards Slurm's warning signal (USR1) and
+    requeues the job when chains stopped early. With --ranks: one rank; its chain stops at an
+    iteration boundary on SIGUSR1/SIGTERM/SIGINT after committing.
+    """
+    from .node import launch_node, run_node_ranks
+    from .runner import StopFlag
+
+    if ranks:
+        stop = StopFlag()
+        stop.install()
+        code = run_node_ranks(config_file, node_index, stop=stop)
+    else:
+        verbose = (ctx.parent.params.get("verbose", 0) if ctx.parent else 0) or 1
+        code = launch_node(config_file, node_index, launcher=launcher, verbose=verbose)
+    if code:
+        sys.exit(code)
+
+
 # --------------------------------------------------------------------------- hawkes-prep
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="hawkes")
@@ -701,11 +828,86 @@ def hhs_cmd(
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="hawkes")
 @click.argument("run_dir", type=click.Path(path_type=Path))
-def diagnose(run_dir: Path) -> None:
-    """Convergence diagnostics and posterior tables of a run (not available yet)."""
-    raise HawkesError(
-        "hawkes-diagnose is not implemented in this version; chain files are readable with h5py"
+@click.option(
+    "--burn",
+    type=int,
+    default=None,
+    help="Drop draws of iterations < BURN (default: the run's warm-up draws).",
+)
+@click.option(
+    "--thin", type=int, default=1, show_default=True, help="Keep every THIN-th draw after burn-in."
+)
+@click.option(
+    "--county",
+    "counties",
+    multiple=True,
+    metavar="FIPS",
+    help="Effective spatial lengthscale in miles for this county (repeatable).",
+)
+@click.option(
+    "--events",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Events file for --county and time units (default: the config's).",
+)
+@click.option("--strict", is_flag=True, help="Exit non-zero when any check fails.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of the table.")
+@click.option("--csv", "as_csv", is_flag=True, help="Print CSV instead of the table.")
+@click.option(
+    "--netcdf",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Also write an arviz InferenceData (netCDF) to this file.",
+)
+@click.option(
+    "--plots",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Also write trace, rank and posterior PNG plots into this folder.",
+)
+@_verbose
+def diagnose(
+    run_dir: Path,
+    burn: int | None,
+    thin: int,
+    counties: tuple[str, ...],
+    events: Path | None,
+    strict: bool,
+    as_json: bool,
+    as_csv: bool,
+    netcdf: Path | None,
+    plots: Path | None,
+    verbose: int,
+) -> None:
+    """R-hat, bulk/tail ESS, MCSE and posterior tables of the chains in RUN_DIR.
+
+    Reads only committed draws, so it works on running chains too. Verdicts: R-hat above 1.01
+    warns and above 1.05 fails; ESS below 400 warns; stuck chains, NaN/inf draws and chains much
+    shorter than the others are named.
+    """
+    from . import diagnostics as dg
+
+    _setup_logging(verbose)
+    if as_json and as_csv:
+        raise UsageError("choose one of --json and --csv")
+    opts = dg.DiagnoseOptions(
+        burn=burn, thin=thin, counties=tuple(counties), strict=strict, events=events
     )
+    report = dg.diagnose(run_dir, opts)
+    if as_json:
+        click.echo(json.dumps(dg.to_json(report), indent=1))
+    elif as_csv:
+        click.echo(dg.to_csv(report), nl=False)
+    else:
+        click.echo(dg.format_table(report))
+    if netcdf is not None:
+        click.echo(f"wrote {dg.write_netcdf(report, netcdf)}", err=True)
+    if plots is not None:
+        for path in dg.write_plots(report, opts, plots):
+            click.echo(f"wrote {path}", err=True)
+    code = dg.exit_code(report)
+    if code:
+        sys.exit(code)
 
 
 run_main = _run_guarded(run)

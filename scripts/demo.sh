@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The main job on an embedded default, from a fresh machine: simulate about 4,000 events of
 # model 2 over a grid of synthetic counties, check the likelihood engines agree on them, then run
-# 4 MCMC chains locally (configs/demo.yaml) and say where the results are. Run it again to resume
+# 4 MCMC chains locally (configs/demo.yaml) and diagnose them. Run it again to resume
 # an interrupted run (finished chains are left alone).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,3 +21,5 @@ for engine in "reference float64" "opencl float64" "opencl float32"; do
 done
 hawkes-run validate configs/demo.yaml
 hawkes-run local configs/demo.yaml
+echo "== diagnostics (true values: xi0=0.5, sigma_x=0.2, sigma_t=5 days)"
+hawkes-diagnose runs/demo

@@ -510,8 +510,8 @@ def test_demo_config_values():
     s = cfg.sampler
     assert (s.kind, s.iterations, s.warmup, s.thin, s.resample_every) == (
         "univariate",
-        2000,
-        500,
+        4000,
+        1000,
         1,
         0,
     )

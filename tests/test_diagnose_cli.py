@@ -1,0 +1,80 @@
+"""`hawkes-diagnose` end to end on a real local run."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import yaml
+
+from hawkes_cli.config import load_config
+from hawkes_cli.data import save_events
+from hawkes_cli.model import Params
+from hawkes_cli.runner import chain_path, run_chain
+from hawkes_cli.simulate import simulate
+from hawkes_cli.storage import read_chain
+
+pytestmark = pytest.mark.opencl
+
+
+def diagnose(*args: str) -> subprocess.CompletedProcess:
+    code = "from hawkes_cli.cli import diagnose_main; diagnose_main()"
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
+                          timeout=120)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("diag")
+    truth = Params(mu0=0.5, tau_t=40.0, xi0=0.5, sigma_x=0.2, sigma_t=4.0)
+    save_events(simulate(truth, model=1, n_background=300, t_end=150.0, seed=2), tmp / "ev.h5")
+    cfg = {
+        "data": {"events": str(tmp / "ev.h5")},
+        "model": {"kind": 1},
+        "sampler": {"iterations": 400, "warmup": 100, "seed": 4},
+        "chains": {"count": 2},
+        "engine": {"backend": "opencl", "precision": "float64"},
+        "output": {"run_dir": str(tmp / "run"), "commit_every": 50},
+    }
+    (tmp / "c.yaml").write_text(yaml.safe_dump(cfg))
+    config = load_config(tmp / "c.yaml")
+    for k in range(2):
+        run_chain(config, k)
+    return config.output.run_dir
+
+
+def test_json_matches_arviz_on_the_chain_files(run_dir):
+    import arviz as az
+
+    proc = diagnose(str(run_dir), "--json")
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    rows = {r["name"]: r for r in out["parameters"]}
+    draws = [read_chain(chain_path(run_dir, k)).draws for k in range(2)]
+    x = np.stack([d["sigma_x"][d["warmup"] == 0] for d in draws])
+    assert x.shape == (2, 300)
+    assert rows["sigma_x"]["rhat"] == pytest.approx(float(az.rhat(x, method="rank")), rel=1e-9)
+    assert rows["sigma_x"]["ess_bulk"] == pytest.approx(float(az.ess(x, method="bulk")), rel=1e-9)
+    assert rows["sigma_x"]["median"] == pytest.approx(float(np.median(x)), rel=1e-12)
+
+
+def test_table_netcdf_and_plots(run_dir, tmp_path):
+    proc = diagnose(str(run_dir), "--burn", "200", "--thin", "2", "--netcdf",
+                    str(tmp_path / "post.nc"), "--plots", str(tmp_path / "plots"))  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "sigma_x" in proc.stdout and "R-hat" in proc.stdout
+    assert (tmp_path / "post.nc").stat().st_size > 0
+    pngs = sorted(p.name for p in (tmp_path / "plots").glob("*.png"))
+    assert pngs == ["posterior.png", "rank.png", "trace.png"]
+
+
+def test_errors_are_one_line(run_dir, tmp_path):
+    # a --burn beyond the run leaves nothing: a clear error, as is a missing run directory
+    proc = diagnose(str(run_dir), "--burn", "10000")
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("error:") and "Traceback" not in proc.stderr
+    missing = diagnose(str(tmp_path / "nope"))
+    assert missing.returncode == 2 and missing.stderr.count("\n") == 1
