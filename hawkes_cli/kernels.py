@@ -191,7 +191,17 @@ def require_float64(info: DeviceInfo) -> None:
         )
 
 
+_CONTEXTS: dict[int, Any] = {}
 _PROGRAMS: dict[tuple[int, str], Any] = {}
+
+
+def device_context(device: Any) -> Any:
+    """The process's one OpenCL context for ``device`` (shared by all engines on it, so the
+    program is built once per process and precision)."""
+    ctx = _CONTEXTS.get(device.int_ptr)
+    if ctx is None:
+        ctx = _CONTEXTS[device.int_ptr] = _cl().Context([device])
+    return ctx
 
 
 def build_program(context: Any, precision: str) -> Any:

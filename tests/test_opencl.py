@@ -118,3 +118,17 @@ def test_float32_keeps_tiny_rates_above_floor():
     assert ref.E[1] > 1e-36  # the case is what it claims to be
     assert got.E[1] == pytest.approx(ref.E[1], rel=1e-4)
     assert got.loglik == pytest.approx(ref.loglik, abs=1e-3)
+
+
+def test_program_built_once_per_process(monkeypatch):
+    import pyopencl as cl
+
+    t, x, y, d = make_events(50, integer_days=True, seed=1)
+    OpenCLBackend(t, x, y, d, model=1, area=AREA, precision="float64")  # built (or cached)
+    builds = []
+    real_build = cl.Program.build
+    monkeypatch.setattr(cl.Program, "build", lambda self, *a, **k: builds.append(1) or
+                        real_build(self, *a, **k))  # fmt: skip
+    for model in (1, 2):
+        OpenCLBackend(t, x, y, d, model=model, area=AREA, precision="float64")
+    assert builds == []

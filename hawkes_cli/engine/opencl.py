@@ -85,7 +85,7 @@ class OpenCLBackend:
         self.row_start, self.row_stop = rows if rows is not None else (0, n)
         self.device_info, dev = kernels.select_device(device, local_rank)
         kernels.require_float64(self.device_info)
-        self.ctx = cl.Context([dev])
+        self.ctx = kernels.device_context(dev)
         self.queue = cl.CommandQueue(self.ctx)
         prog = kernels.build_program(self.ctx, precision)
         self._real = np.float64 if precision == "float64" else np.float32
@@ -127,8 +127,9 @@ class OpenCLBackend:
         self._b_host = np.empty(self._u1 - self._u0, dtype=np.float64)
         self._buf_e = cl.Buffer(self.ctx, cl.mem_flags.WRITE_ONLY, max(8, self._e_host.nbytes))
         self._buf_b = cl.Buffer(self.ctx, cl.mem_flags.WRITE_ONLY, max(8, self._b_host.nbytes))
-        self._k_trigger = prog.trigger_model2 if model == 2 else prog.trigger_model1
-        self._k_background = prog.background
+        # one kernel object per backend (kernel objects hold their arguments)
+        self._k_trigger = cl.Kernel(prog, f"trigger_model{model}")
+        self._k_background = cl.Kernel(prog, "background")
 
     def _upload(self, host: np.ndarray):
         mf = self._cl.mem_flags
