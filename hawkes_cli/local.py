@@ -79,7 +79,8 @@ class _Child:
 
 def chain_command(config_path: Path, chain_id: int, ranks: int, overwrite: bool) -> list[str]:
     """The command line of one chain process (under mpiexec when ``ranks > 1``)."""
-    cmd = [sys.executable, "-m", "hawkes_cli", "run", "chain", str(config_path)]
+    # -v: the chain's log (RUN_DIR/logs) gets its device, rows and progress lines
+    cmd = [sys.executable, "-m", "hawkes_cli", "run", "-v", "chain", str(config_path)]
     cmd += ["--chain", str(chain_id)]
     if overwrite:
         cmd.append("--overwrite")

@@ -192,3 +192,19 @@ def test_other_config_in_same_run_dir_is_refused(tmp_path, events):
     proc = subprocess.run(cli("local", str(path2)), capture_output=True, text=True)
     assert proc.returncode != 0
     assert "different config" in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.mpi
+def test_local_with_two_ranks_per_chain_runs_under_mpiexec(tmp_path, events):
+    common = {"sampler__iterations": 80, "sampler__warmup": 20, "chains__count": 1}
+    ser = load_config(write_config(tmp_path, events, "ser1", **common))
+    run_chain(ser, 0)
+    path = write_config(tmp_path, events, "loc2", chains__gpus_per_chain=2, **common)
+    proc = subprocess.run(cli("local", str(path)), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    run_dir = load_config(path).output.run_dir
+    log = (run_dir / "logs" / "chain-00.log").read_text()
+    assert "rank 0/2" in log and "rank 1/2" in log  # both ranks of the chain took rows
+    a, b = draws(ser.output.run_dir), draws(run_dir)
+    for name in (*PARAM_NAMES, "accepted"):
+        np.testing.assert_array_equal(b[name], a[name], err_msg=name)
