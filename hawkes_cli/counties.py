@@ -36,14 +36,16 @@ import logging
 import os
 import secrets
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from . import geo
 from .data import FrozenAttrs
 from .errors import EventsError, UsageError
+from .geo import PolygonLayer, PolygonSampler, require_pyogrio
 
 log = logging.getLogger(__name__)
 
@@ -419,41 +421,10 @@ def atomic_write_text(path: Path, text: str) -> None:
 # building the table from polygons + population
 
 
-def _import_pyogrio() -> Any:
-    try:
-        import pyogrio
-        import pyogrio.raw
-    except ImportError:
-        raise EventsError(
-            "reading county polygons needs pyogrio (pip install pyogrio); without it, use the "
-            "shipped county table (data/counties.csv) and --locations centroid"
-        ) from None
-    return pyogrio
-
-
-@dataclass(frozen=True, eq=False)
-class PolygonLayer:
-    """Polygons read from a vector file, with their attribute fields.
-
-    Attributes
-    ----------
-    keys : numpy.ndarray, shape (K,), str
-        Value of the key field (FIPS) of each feature, stripped.
-    geoms : numpy.ndarray, shape (K,), object
-        shapely (Multi)Polygons, coordinate units of ``crs``.
-    fields : Mapping[str, numpy.ndarray]
-        Other attribute fields that were asked for, each shape (K,).
-    crs : str or None
-        Reference system (declared by the file, or given).
-    path : str
-        The file.
-    """
-
-    keys: np.ndarray
-    geoms: np.ndarray
-    fields: Mapping[str, np.ndarray]
-    crs: str | None
-    path: str
+#: How to do without pyogrio, for its error message.
+_NO_PYOGRIO = (
+    "without it, use the shipped county table (data/counties.csv) and --locations centroid"
+)
 
 
 def _with_defaults(
@@ -476,6 +447,9 @@ def read_polygon_layer(
 ) -> PolygonLayer:
     """Read county polygons and some attribute fields (needs pyogrio and shapely).
 
+    :func:`hawkes_cli.geo.read_polygon_layer` with plotly-geo's counties as the default file and
+    error messages that name the command-line options.
+
     Parameters
     ----------
     path
@@ -490,56 +464,18 @@ def read_polygon_layer(
 
     Raises
     ------
-    EventsError
-        pyogrio missing, unreadable file, a missing field (the message lists the fields), a
-        feature without a key or geometry.
+    EventsError, UsageError
+        As in :func:`hawkes_cli.geo.read_polygon_layer`.
     """
     path, crs, encoding = _with_defaults(path, crs, encoding)
-    if not path.exists():
-        raise EventsError(f"{path}: county polygon file not found")
-    pyogrio = _import_pyogrio()
-    import shapely
-
-    try:
-        info = pyogrio.read_info(path, encoding=encoding)
-    except Exception as exc:
-        raise EventsError(f"{path}: cannot read as a vector file: {exc}") from None
-    have = [str(f) for f in info.get("fields", [])]
-    missing = [f for f in (key_field, *fields) if f not in have]
-    if missing:
-        raise EventsError(
-            f"{path}: no field(s) {', '.join(repr(m) for m in missing)}; its fields are: "
-            f"{', '.join(have) or '(none)'} (choose them with --key-field / --name-field / "
-            "--land-field)"
-        )
-    try:
-        meta, _, wkb, values = pyogrio.raw.read(
-            path, encoding=encoding, columns=[key_field, *fields]
-        )
-    except Exception as exc:
-        raise EventsError(f"{path}: cannot read features: {exc}") from None
-    if wkb is None:
-        raise EventsError(f"{path}: the layer has no geometry column")
-    names = [str(f) for f in meta["fields"]]
-    by_name = {n: np.asarray(v, dtype=object) for n, v in zip(names, values, strict=True)}
-    keys = by_name[key_field]
-    blank = [i for i, k in enumerate(keys) if k is None or not str(k).strip()]
-    if blank:
-        raise EventsError(f"{path}: {len(blank)} feature(s) with a blank {key_field!r}")
-    nogeom = [str(keys[i]) for i, g in enumerate(wkb) if g is None]
-    if nogeom:
-        raise EventsError(f"{path}: features without a geometry: {nogeom[:5]}")
-    try:
-        geoms = shapely.from_wkb(np.asarray(wkb, dtype=object))
-    except Exception as exc:
-        raise EventsError(f"{path}: unreadable geometry: {exc}") from None
-    file_crs = meta.get("crs") or info.get("crs")
-    return PolygonLayer(
-        keys=np.array([str(k).strip() for k in keys]),
-        geoms=geoms,
-        fields={f: by_name[f] for f in fields},
-        crs=str(file_crs or crs) if (file_crs or crs) else None,
-        path=str(path),
+    return geo.read_polygon_layer(
+        path,
+        key_field=key_field,
+        fields=fields,
+        crs=crs,
+        encoding=encoding,
+        field_hint="choose them with --key-field / --name-field / --land-field",
+        pyogrio_hint=_NO_PYOGRIO,
     )
 
 
@@ -846,22 +782,12 @@ def load_polygons(
     layer : PolygonLayer or None
         The (reprojected) polygons when ``to_crs`` was given (to write them out), else None.
     """
-    from .geo import PolygonSampler
-
-    path, crs, encoding = _with_defaults(path, crs, encoding)
-    if to_crs is None:
-        _import_pyogrio()
-        return PolygonSampler.from_file(
-            Path(path), key_field=key_field, crs=crs, encoding=encoding
-        ), None
     layer = read_polygon_layer(path, key_field=key_field, crs=crs, encoding=encoding)
+    if to_crs is None:
+        return PolygonSampler.from_layer(layer), None
     layer = reproject_layer(layer, to_crs)
     keys = np.char.zfill(layer.keys.astype("<U5"), 5)
-    try:
-        sampler = PolygonSampler.from_polygons(list(keys), list(layer.geoms), crs=layer.crs)
-    except EventsError as exc:
-        raise EventsError(f"{layer.path}: {exc.message}") from None
-    return sampler, layer
+    return PolygonSampler.from_layer(replace(layer, keys=keys)), layer
 
 
 def _transformer(src: str | None, dst: str) -> Any:
@@ -914,10 +840,10 @@ def write_polygons(layer: PolygonLayer, path: Path) -> None:
     The driver follows the suffix (``.gpkg``, ``.shp``); use it as ``data.counties`` in a
     ``hawkes-run`` config so the cut posterior resamples in the same coordinates.
     """
-    pyogrio = _import_pyogrio()
+    path = Path(path)
+    pyogrio = require_pyogrio(f"{path}: writing county polygons", _NO_PYOGRIO)
     import shapely
 
-    path = Path(path)
     suffix = path.suffix.lower()
     if suffix not in (".gpkg", ".shp"):
         raise UsageError(f"{path}: polygon output must be .gpkg or .shp")

@@ -20,6 +20,10 @@ of the generator (``3 N`` doubles from :meth:`numpy.random.Generator.random`, no
 of the contract: a chain's draws depend only on its seed, and a checkpointed generator state
 resumes the same sequence.
 
+Polygon files (shapefile, GeoPackage) are read by :func:`read_polygon_layer` into a
+:class:`PolygonLayer` (keys, geometries, attribute fields, CRS label), the one reader that
+:meth:`PolygonSampler.from_file` and :mod:`hawkes_cli.counties` share.
+
 Coordinates are whatever the polygons are given in (for the Census county file, NAD83 lon/lat
 degrees); areas are in those coordinate units squared. Nothing here reprojects.
 
@@ -32,7 +36,7 @@ files) are :class:`~hawkes_cli.errors.EventsError`; bad arguments are
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -366,19 +370,8 @@ class PolygonSampler:
 
         Parameters
         ----------
-        path
-            The file (for a shapefile, the ``.shp`` with its ``.shx`` and ``.dbf`` beside it).
-        key_field
-            Attribute holding each polygon's key, read as text (``GEOID``: 5-digit FIPS).
-        crs
-            Reference system of the file's coordinates when the file declares none (the Census
-            county shapefile in ``plotly-geo`` ships no ``.prj``: pass ``"EPSG:4269"``). When the
-            file declares one, ``crs`` must name the same (compared as text, case-insensitively);
-            nothing is reprojected.
-        layer
-            Layer name or index (default: the first).
-        encoding
-            Text encoding of the attribute table when the file does not say (e.g. ``"utf-8"``).
+        path, key_field, crs, layer, encoding
+            As in :func:`read_polygon_layer`.
 
         Returns
         -------
@@ -388,74 +381,33 @@ class PolygonSampler:
         Raises
         ------
         EventsError
-            pyogrio is not installed, the file is missing or unreadable, ``key_field`` is not one
-            of its fields (the message lists them), a key is blank or repeated, or a geometry is
-            missing, empty or not polygonal.
+            As in :func:`read_polygon_layer`, or a geometry is empty or not polygonal.
         UsageError
             ``crs`` contradicts the file's declared reference system.
         """
-        path = Path(path)
-        if not path.exists():
-            raise EventsError(f"{path}: county polygon file not found")
-        try:
-            import pyogrio
-            import pyogrio.raw
-        except ImportError:
-            raise EventsError(
-                f"{path}: reading polygon files needs pyogrio (pip install pyogrio)"
-            ) from None
-        import shapely
+        polys = read_polygon_layer(
+            path, key_field=key_field, crs=crs, encoding=encoding, layer=layer
+        )
+        return cls.from_layer(polys)
 
+    @classmethod
+    def from_layer(cls, layer: PolygonLayer) -> PolygonSampler:
+        """Triangulate the polygons of a :class:`PolygonLayer`, keyed by its keys.
+
+        Raises
+        ------
+        EventsError
+            As in :meth:`from_polygons`, the message starting with the layer's file.
+        """
         try:
-            info = pyogrio.read_info(path, layer=layer, encoding=encoding)
-        except Exception as exc:
-            raise EventsError(f"{path}: cannot read as a vector file: {exc}") from None
-        fields = [str(f) for f in info.get("fields", [])]
-        if key_field not in fields:
-            raise EventsError(
-                f"{path}: no field {key_field!r}; its fields are: {', '.join(fields) or '(none)'}"
-            )
-        try:
-            meta, _, wkb, field_data = pyogrio.raw.read(
-                path, layer=layer, encoding=encoding, columns=[key_field]
-            )
-        except Exception as exc:
-            raise EventsError(f"{path}: cannot read features: {exc}") from None
-        if wkb is None:
-            raise EventsError(f"{path}: the layer has no geometry column")
-        file_crs = meta.get("crs") or info.get("crs")
-        if file_crs and crs and str(file_crs).strip().upper() != str(crs).strip().upper():
-            raise UsageError(
-                f"{path}: the file's reference system is {file_crs}, not {crs}; reproject the "
-                "file first (nothing is reprojected here) or leave crs unset"
-            )
-        if not file_crs and not crs:
-            log.warning("%s declares no reference system; pass crs to record one", path)
-        raw_keys = np.asarray(field_data[0], dtype=object)
-        blank = [i for i, k in enumerate(raw_keys) if k is None or not str(k).strip()]
-        if blank:
-            raise EventsError(
-                f"{path}: {len(blank)} feature(s) with a blank {key_field!r} "
-                f"(first at feature {blank[0]})"
-            )
-        keys = [str(k).strip() for k in raw_keys]
-        missing = [keys[i] for i, g in enumerate(wkb) if g is None]
-        if missing:
-            raise EventsError(f"{path}: features without a geometry: {_listing(missing)}")
-        try:
-            geoms = shapely.from_wkb(np.asarray(wkb, dtype=object))
-        except Exception as exc:
-            raise EventsError(f"{path}: unreadable geometry: {exc}") from None
-        label = str(file_crs or crs) if (file_crs or crs) else None
-        try:
-            sampler = cls.from_polygons(keys, geoms, crs=label)
+            sampler = cls.from_polygons(list(layer.keys), layer.geoms, crs=layer.crs)
         except EventsError as exc:
-            raise EventsError(f"{path}: {exc.message}") from None
+            raise EventsError(f"{layer.path}: {exc.message}") from None
         log.info(
             "read %d polygons (%d triangles) from %s",
             len(sampler.keys),
             sampler.triangles.shape[0],
-            path,
+            layer.path,
         )
         return sampler
 
@@ -570,6 +522,174 @@ class PolygonSampler:
         hi = np.maximum(np.maximum(a, b), cc)
         np.clip(p, lo, hi, out=p)
         return p[:, 0].copy(), p[:, 1].copy()
+
+
+# ------------------------------------------------------------------ reading polygon files
+
+
+def require_pyogrio(what: str, hint: str = "") -> Any:
+    """Import pyogrio (and ``pyogrio.raw``), or say that ``what`` needs it.
+
+    Parameters
+    ----------
+    what
+        What needs it, starting the message (e.g. ``"counties.shp: reading polygon files"``).
+    hint
+        Appended after ``; `` (e.g. how to do without it).
+
+    Raises
+    ------
+    EventsError
+        pyogrio is not installed.
+    """
+    try:
+        import pyogrio
+        import pyogrio.raw
+    except ImportError:
+        tail = f"; {hint}" if hint else ""
+        raise EventsError(f"{what} needs pyogrio (pip install pyogrio){tail}") from None
+    return pyogrio
+
+
+@dataclass(frozen=True, eq=False)
+class PolygonLayer:
+    """Polygons read from a vector file, with their attribute fields.
+
+    Attributes
+    ----------
+    keys : numpy.ndarray, shape (K,), str
+        Value of the key field (e.g. FIPS) of each feature, stripped; unique.
+    geoms : numpy.ndarray, shape (K,), object
+        shapely geometries ((Multi)Polygons in a county file), coordinate units of ``crs``.
+    fields : Mapping[str, numpy.ndarray]
+        Other attribute fields that were asked for, each shape (K,).
+    crs : str or None
+        Reference system (declared by the file, or given).
+    path : str
+        The file.
+    """
+
+    keys: np.ndarray
+    geoms: np.ndarray
+    fields: Mapping[str, np.ndarray]
+    crs: str | None
+    path: str
+
+
+def read_polygon_layer(
+    path: Path,
+    *,
+    key_field: str = "GEOID",
+    fields: Sequence[str] = (),
+    crs: str | None = None,
+    encoding: str | None = None,
+    layer: str | int | None = None,
+    field_hint: str = "",
+    pyogrio_hint: str = "",
+) -> PolygonLayer:
+    """Read keyed polygons and some attribute fields from an OGR vector file.
+
+    Needs pyogrio and shapely.
+
+    Parameters
+    ----------
+    path
+        Shapefile (the ``.shp`` with its ``.shx`` and ``.dbf`` beside it), GeoPackage or other
+        OGR vector file.
+    key_field
+        Attribute holding each polygon's key, read as text (``GEOID``: 5-digit FIPS).
+    fields
+        Further attribute fields to return (e.g. ``NAME``, ``ALAND``).
+    crs
+        Reference system of the file's coordinates when the file declares none (the Census
+        county shapefile in ``plotly-geo`` ships no ``.prj``: pass ``"EPSG:4269"``). When the
+        file declares one, ``crs`` must name the same (compared as text, case-insensitively);
+        nothing is reprojected.
+    encoding
+        Text encoding of the attribute table when the file does not say (e.g. ``"utf-8"``).
+    layer
+        Layer name or index (default: the first).
+    field_hint, pyogrio_hint
+        Added to the message of a missing field (in brackets) or of a missing pyogrio (after
+        ``; ``), e.g. which command-line options choose the fields.
+
+    Returns
+    -------
+    PolygonLayer
+        One entry per feature, in file order.
+
+    Raises
+    ------
+    EventsError
+        pyogrio is not installed, the file is missing or unreadable, a field is not one of its
+        fields (the message lists them), a key is blank or repeated, or a geometry is missing or
+        unreadable.
+    UsageError
+        ``crs`` contradicts the file's declared reference system.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise EventsError(f"{path}: county polygon file not found")
+    pyogrio = require_pyogrio(f"{path}: reading polygon files", pyogrio_hint)
+    import shapely
+
+    try:
+        info = pyogrio.read_info(path, layer=layer, encoding=encoding)
+    except Exception as exc:
+        raise EventsError(f"{path}: cannot read as a vector file: {exc}") from None
+    have = [str(f) for f in info.get("fields", [])]
+    columns = [key_field, *fields]
+    missing = [f for f in columns if f not in have]
+    if missing:
+        hint = f" ({field_hint})" if field_hint else ""
+        raise EventsError(
+            f"{path}: no field{'s' if len(missing) > 1 else ''} "
+            f"{', '.join(repr(m) for m in missing)}; its fields are: "
+            f"{', '.join(have) or '(none)'}{hint}"
+        )
+    try:
+        meta, _, wkb, values = pyogrio.raw.read(
+            path, layer=layer, encoding=encoding, columns=columns
+        )
+    except Exception as exc:
+        raise EventsError(f"{path}: cannot read features: {exc}") from None
+    if wkb is None:
+        raise EventsError(f"{path}: the layer has no geometry column")
+    file_crs = meta.get("crs") or info.get("crs")
+    if file_crs and crs and str(file_crs).strip().upper() != str(crs).strip().upper():
+        raise UsageError(
+            f"{path}: the file's reference system is {file_crs}, not {crs}; reproject the "
+            "file first (nothing is reprojected here) or leave crs unset"
+        )
+    if not file_crs and not crs:
+        log.warning("%s declares no reference system; pass crs to record one", path)
+    names = [str(f) for f in meta["fields"]]
+    by_name = {n: np.asarray(v, dtype=object) for n, v in zip(names, values, strict=True)}
+    raw_keys = by_name[key_field]
+    blank = [i for i, k in enumerate(raw_keys) if k is None or not str(k).strip()]
+    if blank:
+        raise EventsError(
+            f"{path}: {len(blank)} feature(s) with a blank {key_field!r} "
+            f"(first at feature {blank[0]})"
+        )
+    keys = np.array([str(k).strip() for k in raw_keys], dtype=str)
+    nogeom = [str(keys[i]) for i, g in enumerate(wkb) if g is None]
+    if nogeom:
+        raise EventsError(f"{path}: features without a geometry: {_listing(nogeom)}")
+    uniq, counts = np.unique(keys, return_counts=True)
+    if np.any(counts > 1):
+        raise EventsError(f"{path}: duplicate polygon keys: {_listing(list(uniq[counts > 1]))}")
+    try:
+        geoms = shapely.from_wkb(np.asarray(wkb, dtype=object))
+    except Exception as exc:
+        raise EventsError(f"{path}: unreadable geometry: {exc}") from None
+    return PolygonLayer(
+        keys=keys,
+        geoms=geoms,
+        fields={f: by_name[f] for f in fields},
+        crs=str(file_crs or crs) if (file_crs or crs) else None,
+        path=str(path),
+    )
 
 
 #: Above this many sorted keys (float64: 512 KiB, a typical L2 cache) random queries are sorted
