@@ -123,6 +123,14 @@ def run(verbose: int) -> None:
     default=None,
     help="OpenCL device: P:D, 'gpu', 'cpu' or part of its name (see `devices`).",
 )
+@click.option(
+    "--tolerance",
+    type=float,
+    default=0.0,
+    show_default=True,
+    help="Relative log-likelihood error allowed from truncating the trigger (OpenCL; "
+    "bound checked at every evaluation); 0: exact pair sum.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def loglik_cmd(
     events: Path,
@@ -133,6 +141,7 @@ def loglik_cmd(
     params: tuple[str, ...],
     window_end: float | None,
     device: str | None,
+    tolerance: float,
     as_json: bool,
 ) -> None:
     """Log-likelihood of EVENTS (CSV or HDF5) at the given parameters.
@@ -159,14 +168,17 @@ def loglik_cmd(
         comm=comm,
         device=device,
         window_end=window_end,
+        tolerance=tolerance,
     )
     if engine_name == "opencl":  # the first launch JIT-compiles work-group code (PoCL): warm up
         lik.loglik(p)
         lik.clear_cache()
     comm.barrier()
     t0 = time.perf_counter()
-    value = lik.loglik(p)
+    ev = lik.evaluate(p)
     seconds = time.perf_counter() - t0
+    value = ev.loglik
+    path = getattr(lik.backend, "path", "")
     if comm.rank != 0:
         return
     if as_json:
@@ -179,12 +191,18 @@ def loglik_cmd(
             "precision": precision if engine_name == "opencl" else "float64",
             "ranks": comm.size,
             "params": p.as_dict(),
+            "tolerance": tolerance,
+            "error_bound": ev.error_bound,
+            "path": path,
         }
         click.echo(json.dumps(out))
     else:
         click.echo(f"loglik   {value:.12g}")
         click.echo(f"seconds  {seconds:.6f}")
         click.echo(f"n        {data.n}")
+        click.echo(f"path     {path}")
+        if tolerance > 0:
+            click.echo(f"bound    |error| <= {ev.error_bound:.3g} (tolerance {tolerance:g})")
 
 
 def _resolve_area(area: float | None, attrs: dict[str, Any], source: Path) -> float:

@@ -9,7 +9,7 @@ else has a default::
     sampler:  {kind: univariate, iterations: 20000, warmup: 1000, thin: 1, seed: 1,
                resample_every: 0, target_accept: null, initial: {}, initial_scale: 0.1}
     chains:   {count: 30, gpus_per_chain: 4, chains_per_node: 2, gpus_per_node: 8}
-    engine:   {backend: opencl, precision: float32, device: null}
+    engine:   {backend: opencl, precision: float32, device: null, tolerance: 0.0}
     output:   {run_dir: runs/covid-m1, commit_every: 100}
     slurm:    {partition: gpu, time: "24:00:00", account: null, qos: null, extra: {},
                requeue_budget: 10, signal_seconds: 300}
@@ -49,6 +49,11 @@ from .errors import ConfigError
 from .model import MODELS, PARAM_NAMES
 from .priors import Prior, parse_priors
 
+#: Default ``engine.tolerance``: 0, the exact pair sum. Truncation (e.g. 1e-6) is opt-in while
+#: its cut-off (which may tighten during a run) is not part of the checkpoint: a chain resumed
+#: with tolerance > 0 stays within the tolerance of the exact one but is not bit-for-bit.
+DEFAULT_TOLERANCE = 0.0
+
 log = logging.getLogger(__name__)
 
 SECTIONS: tuple[str, ...] = (
@@ -83,7 +88,7 @@ KEYS: dict[str, tuple[str, ...]] = {
         "initial_scale",
     ),
     "chains": ("count", "gpus_per_chain", "chains_per_node", "gpus_per_node"),
-    "engine": ("backend", "precision", "device"),
+    "engine": ("backend", "precision", "device", "tolerance"),
     "output": ("run_dir", "commit_every"),
     "slurm": (
         "partition",
@@ -270,11 +275,17 @@ class EngineConfig:
         Working precision of the OpenCL kernels, ``"float32"`` or ``"float64"``.
     device
         OpenCL device spec (``"P:D"``, ``"gpu"``, ``"cpu"``, a name fragment) or ``None``.
+    tolerance
+        Relative error allowed in the log-likelihood from truncating the trigger, in [0, 1):
+        0 is the exact pair sum; ``T > 0`` skips pair terms that are provably negligible and
+        guarantees ``|ell~ - ell| <= T |ell~|`` at every evaluation (see
+        :mod:`hawkes_cli.engine.truncated`; the reference backend is always exact).
     """
 
     backend: str = "opencl"
     precision: str = "float32"
     device: str | None = None
+    tolerance: float = DEFAULT_TOLERANCE
 
 
 @dataclass(frozen=True)
@@ -386,7 +397,12 @@ class Config:
                 "chains_per_node": c.chains_per_node,
                 "gpus_per_node": c.gpus_per_node,
             },
-            "engine": {"backend": e.backend, "precision": e.precision, "device": e.device},
+            "engine": {
+                "backend": e.backend,
+                "precision": e.precision,
+                "device": e.device,
+                "tolerance": e.tolerance,
+            },
             "output": {"run_dir": str(o.run_dir), "commit_every": o.commit_every},
             "slurm": {
                 "partition": sl.partition,
@@ -680,7 +696,17 @@ def _engine(raw: Any, where: str) -> EngineConfig:
         device=sec.string(
             "device", None, hint=' such as "0:1", "gpu" or a name fragment (quote it)'
         ),
+        tolerance=_tolerance(sec),
     )
+
+
+def _tolerance(sec: _Section) -> float:
+    value = sec.get("tolerance")
+    if value is None:
+        return DEFAULT_TOLERANCE
+    if not _is_number(value) or not math.isfinite(value) or not 0.0 <= value < 1.0:
+        raise sec.error("tolerance", "a number in [0, 1) (0: exact pair sum; e.g. 1e-6)", value)
+    return float(value)
 
 
 def _output(raw: Any, where: str, base_dir: Path, stem: str) -> OutputConfig:

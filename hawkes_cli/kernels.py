@@ -21,6 +21,7 @@ from .errors import DeviceError
 log = logging.getLogger(__name__)
 
 KERNEL_FILE = "hawkes.cl"
+TRUNCATED_FILE = "truncated.cl"  # compiled after KERNEL_FILE, whose definitions it uses
 PRECISIONS: tuple[str, ...] = ("float32", "float64")
 DEVICE_ENV = "HAWKES_OPENCL_DEVICE"
 
@@ -47,6 +48,12 @@ def kernel_dir() -> Path:
 def kernel_source() -> str:
     """The OpenCL C source of the likelihood kernels."""
     return (kernel_dir() / KERNEL_FILE).read_text(encoding="utf-8")
+
+
+@lru_cache(maxsize=1)
+def truncated_source() -> str:
+    """The OpenCL C source of the truncated-trigger kernels (appended to :func:`kernel_source`)."""
+    return (kernel_dir() / TRUNCATED_FILE).read_text(encoding="utf-8")
 
 
 def kernel_sha256() -> str:
@@ -192,7 +199,7 @@ def require_float64(info: DeviceInfo) -> None:
 
 
 _CONTEXTS: dict[int, Any] = {}
-_PROGRAMS: dict[tuple[int, str], Any] = {}
+_PROGRAMS: dict[tuple[int, str], Any] = {}  # (context, precision[+truncated])
 
 
 def device_context(device: Any) -> Any:
@@ -204,8 +211,11 @@ def device_context(device: Any) -> Any:
     return ctx
 
 
-def build_program(context: Any, precision: str) -> Any:
-    """Build (once per process, context and precision) the likelihood program.
+def build_program(context: Any, precision: str, *, truncated: bool = False) -> Any:
+    """Build (once per process, context, precision and variant) the likelihood program.
+
+    ``truncated=True`` builds ``hawkes.cl`` followed by ``truncated.cl`` (the error-bounded
+    trigger of :mod:`hawkes_cli.engine.truncated`); the default builds ``hawkes.cl`` alone.
 
     Raises
     ------
@@ -214,7 +224,7 @@ def build_program(context: Any, precision: str) -> Any:
     """
     if precision not in PRECISIONS:
         raise DeviceError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
-    key = (context.int_ptr, precision)
+    key = (context.int_ptr, precision + ("+truncated" if truncated else ""))
     prog = _PROGRAMS.get(key)
     if prog is not None:
         return prog
@@ -223,11 +233,13 @@ def build_program(context: Any, precision: str) -> Any:
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            prog = cl.Program(context, kernel_source()).build(options=options)
+            source = kernel_source() + ("\n" + truncated_source() if truncated else "")
+            prog = cl.Program(context, source).build(options=options)
         for w in caught:  # e.g. PoCL's harmless vector-ABI notes; keep them out of the CLI
             log.debug("OpenCL compiler: %s", w.message)
     except cl.RuntimeError as exc:
-        raise DeviceError(f"OpenCL build of {KERNEL_FILE} failed:\n{exc}") from None
-    log.debug("built %s for %s", KERNEL_FILE, precision)
+        name = KERNEL_FILE + (f" + {TRUNCATED_FILE}" if truncated else "")
+        raise DeviceError(f"OpenCL build of {name} failed:\n{exc}") from None
+    log.debug("built %s for %s (truncated: %s)", KERNEL_FILE, precision, truncated)
     _PROGRAMS[key] = prog
     return prog

@@ -169,6 +169,8 @@ class _Chain:
         model = config.model.kind
         self.data = load_events(config.data.events, need_density=model == 2)
         self.area = resolve_area(config, self.data)
+        # the truncated trigger's uneven row work is balanced at the initial lengthscales
+        init = default_initial(self.data, self.area) | dict(config.sampler.initial)
         self.lik: Likelihood = make_likelihood(
             self.data,
             model=model,
@@ -178,6 +180,8 @@ class _Chain:
             comm=comm,
             device=config.engine.device,
             window_end=config.data.window_end,
+            tolerance=config.engine.tolerance,
+            balance=(init["sigma_x"], init["sigma_t"]),
         )
         self.priors = [config.priors[name] for name in PARAM_NAMES]
         self.resampler = make_resampler(config, self.data)

@@ -99,7 +99,8 @@ def test_loglik_text_default_engine(sim):
         pytest.skip(f"no OpenCL device: {proc.stderr}")
     assert proc.returncode == 0, proc.stderr
     fields = dict(line.split(None, 1) for line in proc.stdout.strip().splitlines())
-    assert set(fields) == {"loglik", "seconds", "n"}
+    assert set(fields) == {"loglik", "seconds", "n", "path"}
+    assert "trigger: pair sum (exact)" in fields["path"]
     assert float(fields["loglik"]) == pytest.approx(want, rel=1e-11)  # printed with 12 digits
     assert int(fields["n"]) == n
     assert float(fields["seconds"]) > 0
@@ -252,9 +253,10 @@ def test_bad_device(sim):
     assert "no-such-device" in msg and "available" in msg
 
 
-def test_diagnose_not_implemented(tmp_path):
+def test_diagnose_of_a_run_dir_without_chains(tmp_path):
     proc = run(script("hawkes-diagnose"), tmp_path)
-    assert_one_error_line(proc, code=1)
+    msg = assert_one_error_line(proc, code=2)
+    assert "no chain files" in msg
 
 
 def test_click_usage_error_has_no_traceback(sim):
@@ -356,3 +358,18 @@ def test_hdf5_roundtrip_used_by_cli_is_exact(sim):
     np.testing.assert_array_equal(back.time, again.time)
     np.testing.assert_array_equal(back.x, again.x)
     np.testing.assert_array_equal(back.y, again.y)
+
+
+@pytest.mark.opencl
+def test_loglik_tolerance_reports_path_and_bound(sim):
+    exact = json.loads(run(script("hawkes-run"), "loglik", sim[0], "--precision", "float64",
+                           "--json", *PARAM_ARGS).stdout)  # fmt: skip
+    proc = run(script("hawkes-run"), "loglik", sim[0], "--precision", "float64", "--tolerance",
+               "1e-6", "--json", *PARAM_ARGS)  # fmt: skip
+    fast = json.loads(proc.stdout)
+    assert "trigger: pair sum (exact)" in exact["path"] and exact["error_bound"] == 0.0
+    assert "trigger:" in fast["path"] and fast["tolerance"] == 1e-6
+    assert abs(fast["loglik"] - exact["loglik"]) <= fast["error_bound"] + 1e-9 * abs(
+        exact["loglik"]
+    )
+    assert fast["error_bound"] <= 1e-6 * abs(fast["loglik"])

@@ -533,3 +533,18 @@ def test_covid_configs_match_the_paper(kind):
     )
     assert (cfg.slurm.partition, cfg.slurm.time) == ("gpu", "24:00:00")
     assert cfg.output.run_dir == REPO / "runs" / f"covid-model{kind}"
+
+
+def test_engine_tolerance_default_and_values(tmp_path):
+    cfg = from_text(with_section("engine", "backend: opencl"), tmp_path)
+    assert cfg.engine.tolerance == 0.0  # exact by default; truncation is opt-in
+    assert from_text(with_section("engine", "tolerance: 0"), tmp_path).engine.tolerance == 0.0
+    assert from_text(with_section("engine", "tolerance: 1.0e-4"), tmp_path).engine.tolerance == 1e-4
+    again = from_text(cfg.to_yaml(), tmp_path)
+    assert again == cfg
+
+
+@pytest.mark.parametrize("bad", ["-1.0e-6", "1", "2.5", ".nan", "'1e-6'", "true"])
+def test_engine_tolerance_rejects(bad, tmp_path):
+    with pytest.raises(ConfigError, match=r"engine\.tolerance: expected a number in \[0, 1\)"):
+        from_text(with_section("engine", f"tolerance: {bad}"), tmp_path)

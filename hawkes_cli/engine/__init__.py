@@ -17,6 +17,16 @@ ENGINES: tuple[str, ...] = ("reference", "opencl")
 __all__ = ["ENGINES", "Evaluation", "Likelihood", "PairBackend", "TimeStructure", "make_likelihood"]
 
 
+def engine_path(engine: str, ts: TimeStructure) -> str:
+    """Which computation an exact engine takes (the truncated one has its own ``path``)."""
+    n, u = ts.lo.size, ts.unique.size
+    if engine == "opencl":
+        bg = f"lattice ({u} distinct times for {n} events)" if u < n else f"pair sum ({n} times)"
+    else:
+        bg = "pair sum (reference, float64)"
+    return f"background: {bg}; trigger: pair sum (exact)"
+
+
 def make_likelihood(
     data: EventData,
     *,
@@ -27,6 +37,8 @@ def make_likelihood(
     comm: Comm | None = None,
     device: str | None = None,
     window_end: float | None = None,
+    tolerance: float = 0.0,
+    balance: tuple[float, float] | None = None,
 ) -> Likelihood:
     """The log-likelihood of ``data`` for this rank of ``comm``.
 
@@ -52,6 +64,16 @@ def make_likelihood(
         OpenCL device spec (see :func:`hawkes_cli.kernels.select_device`).
     window_end
         End ``T`` of the observation window (default: the last event time).
+    tolerance
+        Relative bound on the log-likelihood error from truncating the trigger
+        (:mod:`hawkes_cli.engine.truncated`): 0 (default) is the exact pair sum; ``T > 0``
+        guarantees ``|ell~ - ell| <= T |ell~|`` for every evaluation (OpenCL only; the
+        reference engine is always exact and ignores it). The recommended value is
+        :data:`~hawkes_cli.engine.truncated.DEFAULT_TOLERANCE` (1e-6).
+    balance
+        ``(sigma_x, sigma_t)`` at which to estimate the truncated work per row when splitting
+        rows over ranks (``tolerance > 0`` and ``comm.size > 1``; e.g. the initial values);
+        default: the exact pair-term counts.
     """
     comm = comm or SerialComm()
     if engine not in ENGINES:
@@ -67,14 +89,49 @@ def make_likelihood(
         raise UsageError(
             f"model 2 needs a 'density' column in {data.source}; add it or use --model 1"
         )
+    if not (math.isfinite(tolerance) and 0.0 <= tolerance < 1.0):
+        raise UsageError(f"tolerance must be in [0, 1), got {tolerance!r}")
     ts = TimeStructure.from_times(data.time)
-    rows = partition_rows(ts.row_cost(), comm.size)[comm.rank]
     density = data.density if model == 2 else None
+    truncate = engine == "opencl" and tolerance > 0
+    if truncate and balance is not None and comm.size > 1:
+        from .truncated import truncated_row_cost
+
+        cost = truncated_row_cost(
+            data.time,
+            data.x,
+            data.y,
+            density,
+            sigma_x=balance[0],
+            sigma_t=balance[1],
+            tolerance=tolerance,
+        )
+        u = ts.unique.size
+        cost = cost + u / ts.counts[ts.inverse] + 1.0  # background share, as row_cost
+    else:
+        cost = ts.row_cost()
+    rows = partition_rows(cost, comm.size)[comm.rank]
     if engine == "reference":
         from .reference import ReferenceBackend
 
         backend: PairBackend = ReferenceBackend(
             data.time, data.x, data.y, density, model=model, area=area, rows=rows
+        )
+    elif truncate:
+        from .truncated import TruncatedBackend
+
+        backend = TruncatedBackend(
+            data.time,
+            data.x,
+            data.y,
+            density,
+            model=model,
+            area=area,
+            precision=precision,
+            rows=rows,
+            device=device,
+            local_rank=local_rank(comm),
+            tolerance=tolerance,
         )
     else:
         from .opencl import OpenCLBackend
@@ -92,4 +149,6 @@ def make_likelihood(
             local_rank=local_rank(comm),
         )
     log.info("rank %d/%d: rows %d..%d of %d", comm.rank, comm.size, *rows, data.n)
+    if not hasattr(backend, "path"):
+        backend.path = engine_path(engine, ts)  # type: ignore[attr-defined]
     return Likelihood(backend, data.time, window_end=window_end, comm=comm)

@@ -16,6 +16,7 @@ change of ``mu0`` or ``xi0`` alone costs O(N) and no pair pass.
 from __future__ import annotations
 
 import logging
+import math
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Protocol
@@ -94,6 +95,22 @@ class PairBackend(Protocol):
         ...
 
 
+class BoundedPairBackend(PairBackend, Protocol):
+    """A backend whose trigger may omit terms, with a rigorous per-row bound on what it omits
+    (:mod:`hawkes_cli.engine.truncated`); :class:`Likelihood` enforces ``tolerance``."""
+
+    tolerance: float
+
+    def trigger_bounded(self, sigma_x: float, sigma_t: float) -> tuple[np.ndarray, np.ndarray]:
+        """(E~, omega) for the rows: truncated E and ``omega_n >= E_n - E~_n >= 0``."""
+        ...
+
+    def tighten(self, excess: float) -> bool:
+        """Omit less from now on (the realised bound was ``excess`` times the tolerance);
+        False if nothing more can be done."""
+        ...
+
+
 @dataclass(frozen=True)
 class Evaluation:
     """One full evaluation on this rank's rows.
@@ -104,11 +121,15 @@ class Evaluation:
         The log-likelihood over all rows and ranks (float64).
     B, E : (rows,) float64
         This rank's per-event parts; ``lambda_n = mu0 * B_n + xi0 * E_n``.
+    error_bound : float
+        Rigorous bound on ``|loglik - exact loglik|`` due to omitted trigger terms (all ranks;
+        0 for exact backends); working-precision rounding is not included.
     """
 
     loglik: float
     B: np.ndarray
     E: np.ndarray
+    error_bound: float = 0.0
 
 
 class Likelihood:
@@ -145,6 +166,8 @@ class Likelihood:
         self._b_cache: OrderedDict[float, np.ndarray] = OrderedDict()
         self._e_cache: OrderedDict[tuple[float, float], np.ndarray] = OrderedDict()
         self._pinned: tuple[float, tuple[float, float]] | None = None
+        self._bounded = callable(getattr(backend, "trigger_bounded", None))
+        self.tightenings = 0
         self.background_passes = 0
         self.trigger_passes = 0
 
@@ -181,12 +204,18 @@ class Likelihood:
 
         return self._cached(self._b_cache, tau_t, run)
 
-    def _trigger(self, sigma_x: float, sigma_t: float) -> np.ndarray:
+    def _trigger(self, sigma_x: float, sigma_t: float) -> tuple[np.ndarray, np.ndarray | None]:
+        """(E, omega) for the rows; omega (the bound on omitted terms) is None when exact."""
+
         def run() -> np.ndarray:
             self.trigger_passes += 1
+            if self._bounded:
+                e, omega = self.backend.trigger_bounded(sigma_x, sigma_t)
+                return np.vstack([np.asarray(e, np.float64), np.asarray(omega, np.float64)])
             return np.asarray(self.backend.trigger(sigma_x, sigma_t), dtype=np.float64)
 
-        return self._cached(self._e_cache, (sigma_x, sigma_t), run)
+        value = self._cached(self._e_cache, (sigma_x, sigma_t), run)
+        return (value[0], value[1]) if self._bounded else (value, None)
 
     def set_locations(self, x: np.ndarray, y: np.ndarray) -> None:
         """New locations for all events; the trigger cache is dropped."""
@@ -200,20 +229,49 @@ class Likelihood:
 
     def local_loglik(self, p: Params) -> tuple[float, np.ndarray, np.ndarray]:
         """This rank's share of the log-likelihood and its B, E (no communication)."""
+        part, B, E, _ = self._local(p)
+        return part, B, E
+
+    def _local(self, p: Params) -> tuple[float, np.ndarray, np.ndarray, float]:
         B = self._background(p.tau_t)
-        E = self._trigger(p.sigma_x, p.sigma_t)
-        lam = p.mu0 * B + p.xi0 * E
-        logs = np.log(np.maximum(lam, LAMBDA_FLOOR))
+        E, omega = self._trigger(p.sigma_x, p.sigma_t)
+        lam = np.maximum(p.mu0 * B + p.xi0 * E, LAMBDA_FLOOR)
+        logs = np.log(lam)
         T, t = self.window_end, self._t
         comp = p.mu0 * (ndtr((T - t) / p.tau_t) - ndtr(-t / p.tau_t)) - p.xi0 * np.expm1(
             -(T - t) / p.sigma_t
         )
-        return float(np.sum(logs) - np.sum(comp)), B, E
+        # |log max(lam, f) - log max(lam~, f)| <= log1p(xi0 omega / max(lam~, f)), lam >= lam~
+        bound = 0.0 if omega is None else float(np.sum(np.log1p(p.xi0 * omega / lam)))
+        return float(np.sum(logs) - np.sum(comp)), B, E, bound
 
     def evaluate(self, p: Params) -> Evaluation:
-        """Full evaluation (collective over ``comm``): log-likelihood and this rank's parts."""
-        part, B, E = self.local_loglik(p)
-        return Evaluation(loglik=self.comm.allreduce_sum(part), B=B, E=E)
+        """Full evaluation (collective over ``comm``): log-likelihood and this rank's parts.
+
+        With a bounded (truncating) backend, the realised error bound is reduced over ranks
+        and, while it exceeds ``backend.tolerance * |loglik|``, the backend is tightened and
+        the trigger recomputed (every rank takes the same decision from the same sums).
+        """
+        while True:
+            part, B, E, bound = self._local(p)
+            ll = self.comm.allreduce_sum(part)
+            if not self._bounded:
+                return Evaluation(loglik=ll, B=B, E=E)
+            bound = self.comm.allreduce_sum(bound)
+            allowed = self.backend.tolerance * abs(ll)
+            if bound <= allowed or not math.isfinite(ll):
+                return Evaluation(loglik=ll, B=B, E=E, error_bound=bound)
+            excess = bound / allowed if allowed > 0 else math.inf
+            if not self.backend.tighten(excess):
+                log.warning(
+                    "truncation bound %.3g exceeds tolerance x |loglik| = %.3g and cannot "
+                    "be tightened further",
+                    bound,
+                    allowed,
+                )
+                return Evaluation(loglik=ll, B=B, E=E, error_bound=bound)
+            self.tightenings += 1
+            self._e_cache.clear()  # computed at the looser cut-off
 
     def loglik(self, p: Params) -> float:
         """The log-likelihood ``ell`` of DESIGN section 2 (collective over ``comm``)."""

@@ -80,6 +80,7 @@ class OpenCLBackend:
         if n >= 2**24:
             raise ValueError(f"at most {2**24 - 1} events per chain, got {n}")
         self.model = model
+        self.n_events = n
         self.precision = precision
         self.rho = 1.0 / float(area)
         self.row_start, self.row_stop = rows if rows is not None else (0, n)
@@ -130,6 +131,16 @@ class OpenCLBackend:
         # one kernel object per backend (kernel objects hold their arguments)
         self._k_trigger = cl.Kernel(prog, f"trigger_model{model}")
         self._k_background = cl.Kernel(prog, "background")
+
+    @property
+    def path(self) -> str:
+        """Which computation each part takes (for ``hawkes-run loglik``)."""
+        bg = (
+            f"lattice ({self._nu} distinct times for {self.n_events} events)"
+            if self._nu < self.n_events
+            else f"pair sum ({self._nu} distinct times)"
+        )
+        return f"background: {bg}; trigger: pair sum (exact)"
 
     def _upload(self, host: np.ndarray):
         mf = self._cl.mem_flags

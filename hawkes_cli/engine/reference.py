@@ -59,6 +59,8 @@ class ReferenceBackend:
         self.lo = TimeStructure.from_times(self.t).lo
         self.block = max(1, int(block_elems) // max(n, 1))
 
+    path = "background: pair sum; trigger: pair sum (numpy float64, exact)"
+
     def _blocks(self):
         for r0 in range(self.row_start, self.row_stop, self.block):
             yield r0, min(r0 + self.block, self.row_stop)
