@@ -45,12 +45,26 @@ class Comm(Protocol):
         """Wait for all ranks."""
         ...
 
+    def allgather(self, obj: Any) -> list[Any]:
+        """``obj`` of every rank, in rank order, on every rank."""
+        ...
+
 
 class SerialComm:
-    """A world of one rank."""
+    """A world of one rank.
+
+    Parameters
+    ----------
+    local_rank
+        Rank on the node to report (see :func:`local_rank`); ``None`` lets the launcher's
+        environment decide.
+    """
 
     rank = 0
     size = 1
+
+    def __init__(self, local_rank: int | None = None) -> None:
+        self.pinned_local_rank = local_rank
 
     def allreduce_sum(self, value: float) -> float:
         return float(value)
@@ -61,14 +75,28 @@ class SerialComm:
     def barrier(self) -> None:
         return None
 
+    def allgather(self, obj: Any) -> list[Any]:
+        return [obj]
+
 
 class MPIComm:
-    """An :mod:`mpi4py` communicator behind the :class:`Comm` protocol."""
+    """An :mod:`mpi4py` communicator behind the :class:`Comm` protocol.
 
-    def __init__(self, comm: Any) -> None:
+    Parameters
+    ----------
+    comm
+        An ``mpi4py.MPI.Comm``.
+    local_rank
+        This process's rank on its node, when the caller knows it better than the launcher's
+        environment (e.g. a chain communicator split from a node's world, where the device
+        must follow the rank on the node, not the rank in the chain); see :func:`local_rank`.
+    """
+
+    def __init__(self, comm: Any, local_rank: int | None = None) -> None:
         self._comm = comm
         self.rank = int(comm.Get_rank())
         self.size = int(comm.Get_size())
+        self.pinned_local_rank = local_rank
 
     def allreduce_sum(self, value: float) -> float:
         from mpi4py import MPI
@@ -83,6 +111,28 @@ class MPIComm:
 
     def barrier(self) -> None:
         self._comm.Barrier()
+
+    def allgather(self, obj: Any) -> list[Any]:
+        return list(self._comm.allgather(obj))
+
+    def split(self, color: int, key: int = 0, *, local_rank: int | None = None) -> MPIComm:
+        """Split into sub-communicators (collective over this communicator).
+
+        Parameters
+        ----------
+        color
+            Ranks with the same colour (>= 0) end up in one communicator.
+        key
+            Orders the ranks within the new communicator (ties: by rank here).
+        local_rank
+            Rank on the node to pin on the new communicator (see :class:`MPIComm`).
+
+        Returns
+        -------
+        MPIComm
+            The communicator of this rank's colour.
+        """
+        return MPIComm(self._comm.Split(int(color), int(key)), local_rank=local_rank)
 
     def local_rank(self) -> int:
         """Rank among the processes of this node (shared-memory split)."""
@@ -125,7 +175,14 @@ def world_comm(force_mpi: bool = False) -> Comm:
 
 
 def local_rank(comm: Comm) -> int:
-    """This process's rank on its node: from the launcher's environment, else from MPI."""
+    """This process's rank on its node.
+
+    The rank pinned on ``comm`` when there is one (see :class:`MPIComm`), else from the
+    launcher's environment, else from MPI (shared-memory split).
+    """
+    pinned = getattr(comm, "pinned_local_rank", None)
+    if pinned is not None:
+        return int(pinned)
     for var in _LOCAL_RANK_VARS:
         value = os.environ.get(var)
         if value is not None and value.isdigit():

@@ -68,6 +68,7 @@ class StopFlag:
 
     def __init__(self) -> None:
         self.signum: int | None = None
+        self.signals: tuple[int, ...] = ()
 
     def set(self, signum: int = 0, _frame: Any = None) -> None:
         self.signum = signum
@@ -77,8 +78,15 @@ class StopFlag:
 
     def install(self, signals: tuple[int, ...] | None = None) -> None:
         """Route SIGTERM, SIGINT, SIGUSR1 (Slurm's warning signal) to :meth:`set`."""
-        for sig in signals or (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1):
+        self.signals = signals or (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1)
+        for sig in self.signals:
             signal.signal(sig, self.set)
+
+    def reinstall(self) -> None:
+        """Install again the handlers of :meth:`install` (an OpenCL driver may have taken one:
+        PoCL claims SIGUSR1 when it lists devices)."""
+        if self.signals:
+            self.install(self.signals)
 
 
 @dataclass(frozen=True)
@@ -291,6 +299,7 @@ def run_chain(
     if not 0 <= chain_id < config.chains.count:
         raise UsageError(f"chain {chain_id} is out of range 0..{config.chains.count - 1}")
     chain = _Chain(config, chain_id, comm)
+    stop.reinstall()  # after the OpenCL driver started
     if comm.rank != 0:
         chain.serve(stop)
         return ChainOutcome(

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import re
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -27,10 +30,42 @@ HAVE_MPIEXEC = (
 )
 
 
+def _have_slurm() -> bool:
+    """The local test cluster (``bash slurm/local-cluster.sh up``) answers and takes jobs.
+
+    Another cluster counts only with ``HAWKES_SLURM_ANY_CLUSTER=1`` (the tests submit jobs
+    asking for fake GPUs and wait minutes at most).
+    """
+    if shutil.which("sinfo") is None or shutil.which("sbatch") is None:
+        return False
+    try:
+        nodes = subprocess.run(
+            ["sinfo", "-h", "-N", "-o", "%T"], capture_output=True, text=True, timeout=20
+        )
+        config = subprocess.run(
+            ["scontrol", "show", "config"], capture_output=True, text=True, timeout=20
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    usable = nodes.returncode == 0 and any(
+        s.rstrip("*~#!%$@^-").startswith(("idle", "mixed", "allocated"))
+        for s in nodes.stdout.split()
+    )
+    ours = re.search(r"^ClusterName\s*=\s*hawkes-local\s*$", config.stdout, re.M) is not None
+    return usable and (ours or os.environ.get("HAWKES_SLURM_ANY_CLUSTER") == "1")
+
+
+HAVE_SLURM = _have_slurm()
+
+
 def pytest_collection_modifyitems(config, items):
     skip_ocl = pytest.mark.skip(reason="no OpenCL device with float64 (pip install pocl)")
     skip_mpi = pytest.mark.skip(reason="mpiexec not on PATH (pip install mpich mpi4py)")
     skip_gpu = pytest.mark.skip(reason="no GPU on this machine")
+    skip_slurm = pytest.mark.skip(
+        reason="the local Slurm cluster is not up (sinfo/scontrol); as root on Debian: "
+        "bash slurm/local-cluster.sh up"
+    )
     for item in items:
         if "opencl" in item.keywords and not HAVE_OPENCL:
             item.add_marker(skip_ocl)
@@ -38,6 +73,8 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip_mpi)
         if "gpu" in item.keywords:
             item.add_marker(skip_gpu)
+        if "slurm" in item.keywords and not HAVE_SLURM:
+            item.add_marker(skip_slurm)
 
 
 def make_events(n: int, *, integer_days: bool, seed: int = 0, lonlat: bool = True):

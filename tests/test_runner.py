@@ -208,3 +208,16 @@ def test_local_with_two_ranks_per_chain_runs_under_mpiexec(tmp_path, events):
     a, b = draws(ser.output.run_dir), draws(run_dir)
     for name in (*PARAM_NAMES, "accepted"):
         np.testing.assert_array_equal(b[name], a[name], err_msg=name)
+
+
+def test_sigusr1_stops_a_chain_on_pocl(tmp_path, events):
+    # PoCL claims SIGUSR1 when it lists devices; Slurm's warning signal must still stop us
+    path = write_config(tmp_path, events, "usr1", sampler__iterations=5000)
+    target = chain_path(load_config(path).output.run_dir, 0)
+    proc = subprocess.Popen(cli("chain", str(path), "--chain", "0"), stderr=subprocess.PIPE,
+                            text=True)  # fmt: skip
+    _wait_for_draws(target, 20, proc)
+    proc.send_signal(signal.SIGUSR1)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 75, err
+    assert not read_sidecar(target)["checkpoint"]["finished"]
