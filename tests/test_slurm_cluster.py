@@ -38,7 +38,7 @@ pytestmark = [pytest.mark.slurm, pytest.mark.opencl, pytest.mark.mpi]
 
 TRUTH = Params(mu0=0.5, tau_t=40.0, xi0=0.5, sigma_x=0.1, sigma_t=4.0)
 BOUNDS = (0.0, 20.0, 0.0, 20.0)
-ITERATIONS = 600
+ITERATIONS = 3000  # long enough that no chain ends between a signal and its delivery
 TIMEOUT = 180  # seconds for any one wait on the cluster
 BIN = Path(sys.executable).parent
 

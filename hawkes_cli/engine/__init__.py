@@ -17,16 +17,6 @@ ENGINES: tuple[str, ...] = ("reference", "opencl")
 __all__ = ["ENGINES", "Evaluation", "Likelihood", "PairBackend", "TimeStructure", "make_likelihood"]
 
 
-def engine_path(engine: str, ts: TimeStructure) -> str:
-    """Which computation an exact engine takes (the truncated one has its own ``path``)."""
-    n, u = ts.lo.size, ts.unique.size
-    if engine == "opencl":
-        bg = f"lattice ({u} distinct times for {n} events)" if u < n else f"pair sum ({n} times)"
-    else:
-        bg = "pair sum (reference, float64)"
-    return f"background: {bg}; trigger: pair sum (exact)"
-
-
 def make_likelihood(
     data: EventData,
     *,
@@ -117,38 +107,18 @@ def make_likelihood(
         backend: PairBackend = ReferenceBackend(
             data.time, data.x, data.y, density, model=model, area=area, rows=rows
         )
-    elif truncate:
-        from .truncated import TruncatedBackend
-
-        backend = TruncatedBackend(
-            data.time,
-            data.x,
-            data.y,
-            density,
-            model=model,
-            area=area,
-            precision=precision,
-            rows=rows,
-            device=device,
-            local_rank=local_rank(comm),
-            tolerance=tolerance,
-        )
     else:
-        from .opencl import OpenCLBackend
+        common = {"model": model, "area": area, "precision": precision, "rows": rows,
+                  "device": device, "local_rank": local_rank(comm)}  # fmt: skip
+        if truncate:
+            from .truncated import TruncatedBackend
 
-        backend = OpenCLBackend(
-            data.time,
-            data.x,
-            data.y,
-            density,
-            model=model,
-            area=area,
-            precision=precision,
-            rows=rows,
-            device=device,
-            local_rank=local_rank(comm),
-        )
+            backend = TruncatedBackend(
+                data.time, data.x, data.y, density, tolerance=tolerance, **common
+            )
+        else:
+            from .opencl import OpenCLBackend
+
+            backend = OpenCLBackend(data.time, data.x, data.y, density, **common)
     log.info("rank %d/%d: rows %d..%d of %d", comm.rank, comm.size, *rows, data.n)
-    if not hasattr(backend, "path"):
-        backend.path = engine_path(engine, ts)  # type: ignore[attr-defined]
     return Likelihood(backend, data.time, window_end=window_end, comm=comm)
