@@ -96,17 +96,17 @@ static real8 source8(const int k, const real ti, const real xi, const real yi, c
                      __global const real *syl, __global const real *sw, const real kt,
                      const real kx, const real shift, const int model2)
 {
-    const real8 dt = ti - vload8(0, st + k);
+    const real8 dt = ti - LOAD8(st, k);
 #if REAL_IS_DOUBLE
-    const real8 dx = xi - vload8(0, sx + k);
-    const real8 dy = yi - vload8(0, sy + k);
+    const real8 dx = xi - LOAD8(sx, k);
+    const real8 dy = yi - LOAD8(sy, k);
 #else
-    const real8 dx = (xi - vload8(0, sx + k)) + (xil - vload8(0, sxl + k));
-    const real8 dy = (yi - vload8(0, sy + k)) + (yil - vload8(0, syl + k));
+    const real8 dx = (xi - LOAD8(sx, k)) + (xil - LOAD8(sxl, k));
+    const real8 dy = (yi - LOAD8(sy, k)) + (yil - LOAD8(syl, k));
 #endif
     const real8 r2 = dx * dx + dy * dy;
     if (model2) {
-        const real8 wm = vload8(0, sw + k);
+        const real8 wm = LOAD8(sw, k);
         return wm * exp2_neg(shift - dt * kt - r2 * (kx * wm));
     }
     return exp2_neg(shift - dt * kt - r2 * kx);
@@ -170,7 +170,14 @@ static void truncated_rows(
                 tail += pre[s + c];                                 /* (a): [cb, s) */
                 real8 v = (real8)0;
                 int count = 0;
-                int k = s;
+                int k = s & ~7; /* aligned chunks; lanes outside [s, e) are masked */
+                if (k < s && k < e) {
+                    const real8 u = source8(k, ti, xi, yi, xil, yil, st, sx, sy, sxl, syl, sw,
+                                            kt, kx, shift, model2);
+                    const real8 pos = lane + (real)(k - s);
+                    v += (pos >= (real)0 && pos < (real)(e - s)) ? u : (real8)0;
+                    k += 8;
+                }
                 for (; k + 8 <= e; k += 8) {
                     v += source8(k, ti, xi, yi, xil, yil, st, sx, sy, sxl, syl, sw, kt, kx,
                                  shift, model2);
@@ -222,4 +229,267 @@ __kernel void truncated_model1(TRUNCATED_ARGS)
 __kernel void truncated_model2(TRUNCATED_ARGS)
 {
     TRUNCATED_CALL(1);
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Row blocks (model 1): one work-item evaluates up to eight rows of one cell that lie close in
+ * time, one row per vector lane. The rows share the cell searches and every source is loaded
+ * once for all of them (DESIGN.md section 2; host: hawkes_cli/engine/truncated.py).
+ *
+ * For each non-empty cell c within `reach` = 2 R of the block's bounding box, with v_j the
+ * squared distance from row j to the cell's rectangle over 2 sigma_x^2 (so every source of c
+ * has a spatial factor <= exp(-v_j)):
+ *   - if v_j >= kappa for every row (ring cell), nothing is computed; every source of c
+ *     older than the block's last row is bounded by exp(-v_j) times its temporal factor
+ *     (sources newer than row j but older than the last row only loosen that bound);
+ *   - else the sources with t_m >= tstart = min_j (t_j - sigma_t (kappa - v_j)) (over rows
+ *     with v_j < kappa: the paraboloid u + v <= kappa of the exact cut-off) and t_m < t_last
+ *     are summed exactly, each row masked to its own m < lo_j; the older ones are bounded by
+ *     exp(-v_j) times their temporal factors (exact per-cell prefix sums).
+ * Cells beyond the reach are at distance > 2 R = 2 sqrt(2 kappa) sigma_x: the host bounds
+ * them with exp(-4 kappa) S_n. With exp_mode = 0 (time span > 600 sigma_t) the ring is not
+ * summed (the host bounds it and the far part with exp(-kappa) S_n), the prefix sums are
+ * plain weights, and the older sources of a cell are bounded by exp(-(t_j - tstart)/sigma_t).
+ * ------------------------------------------------------------------------------------------ */
+
+/* An upper bound of exp(-v) for v >= 0, within 0.3 percent (alternating Taylor series of
+ * 2^-f ending on a positive term, times an exact power of two); 2^-1020 below that. */
+static double8 exp_neg_upper(const double8 v)
+{
+    const double8 y0 = v * 1.4426950408889634;
+    const double8 y = y0 > 1020.0 ? (double8)1020.0 : (y0 < 0.0 ? (double8)0.0 : y0);
+    const double8 shifted = y + 6755399441055744.0; /* 1.5 * 2^52: round to integer */
+    const double8 r = shifted - 6755399441055744.0;
+    const long8 up = r > y;                          /* -1 where rounded up */
+    const double8 f = y - (r + (up ? (double8)-1.0 : (double8)0.0)); /* in [0, 1) */
+    const double8 z = f * 0.6931471805599453;
+    const double8 p = 1.0 - z * (1.0 - z * (0.5 - z * (0.16666666666666669 - z * 0.041666666666666671)));
+    const long8 n = (as_long8(shifted) - as_long8((double8)6755399441055744.0)) + up;
+    return as_double8(as_long8(p * 1.0000000001) - (n << 52));
+}
+
+/* scalar exp_neg_upper */
+static double exp_neg_upper1(const double v)
+{
+    return exp_neg_upper((double8)v).s0;
+}
+
+static double hmin8d(const double8 v)
+{
+    const double4 a = v.lo < v.hi ? v.lo : v.hi;
+    const double2 b = a.lo < a.hi ? a.lo : a.hi;
+    return b.lo < b.hi ? b.lo : b.hi;
+}
+
+static double hmax8d(const double8 v)
+{
+    const double4 a = v.lo > v.hi ? v.lo : v.hi;
+    const double2 b = a.lo > a.hi ? a.lo : a.hi;
+    return b.lo > b.hi ? b.lo : b.hi;
+}
+
+/* per-lane distance from points p to the interval [a, a + h], >= 0 */
+static double8 gap8(const double8 p, const double a, const double h)
+{
+    const double8 below = a - p, above = p - (a + h);
+    const double8 m = below > above ? below : above;
+    return m > 0.0 ? m : (double8)0.0;
+}
+
+/*
+ * 2^y for -2^21 < y <= shift, as exp2_neg in hawkes.cl but without clamping y first: the
+ * range reduction is exact on that whole range, the exponent arithmetic wraps (unsigned) where
+ * y is below the smallest normal number, and those lanes are set to 0 at the end. In the
+ * truncated sums |y| stays below 8 kappa log2(e) + shift (3 x 3 cells of size >= R, kappa <=
+ * 740), so four operations per eight terms are saved.
+ */
+#if REAL_IS_DOUBLE
+static real8 exp2_trunc(const real8 y)
+{
+    const real8 shifted = y + 6755399441055744.0;
+    const real8 f = y - (shifted - 6755399441055744.0);
+    real8 p = 1.369148885390412888089e-12;
+    p = p * f + 2.567843599348820514199e-11;
+    p = p * f + 4.445538271870811497596e-10;
+    p = p * f + 7.054911620801123329875e-9;
+    p = p * f + 1.017808600923969972749e-7;
+    p = p * f + 1.321548679014430948840e-6;
+    p = p * f + 1.525273380405984028003e-5;
+    p = p * f + 1.540353039338160995444e-4;
+    p = p * f + 1.333355814642844342341e-3;
+    p = p * f + 9.618129107628477161979e-3;
+    p = p * f + 5.550410866482157995314e-2;
+    p = p * f + 2.402265069591007123336e-1;
+    p = p * f + 6.931471805599453094172e-1;
+    p = p * f + 1.0;
+    const ulong8 e = (as_ulong8(shifted) - as_ulong8((real8)6755399441055744.0)) << 52;
+    return y < -1022.0 ? (real8)0.0 : as_double8(as_ulong8(p) + e);
+}
+#else
+static real8 exp2_trunc(const real8 y)
+{
+    const real8 shifted = y + 12582912.0f;
+    const real8 f = y - (shifted - 12582912.0f);
+    real8 p = 1.321548679014430948840e-6f;
+    p = p * f + 1.525273380405984028003e-5f;
+    p = p * f + 1.540353039338160995444e-4f;
+    p = p * f + 1.333355814642844342341e-3f;
+    p = p * f + 9.618129107628477161979e-3f;
+    p = p * f + 5.550410866482157995314e-2f;
+    p = p * f + 2.402265069591007123336e-1f;
+    p = p * f + 6.931471805599453094172e-1f;
+    p = p * f + 1.0f;
+    const uint8 e = (as_uint8(shifted) - as_uint8((real8)12582912.0f)) << 23;
+    return y < -126.0f ? (real8)0.0f : as_float8(as_uint8(p) + e);
+}
+#endif
+
+union lanes8 {
+    double8 v;
+    double a[8];
+};
+
+/*
+ * Sum over the sources [s, e) (sorted arrays; coordinates relative to their cell's corner) of
+ * the trigger terms of one row (coordinates relative to the same corner, two-part in float32),
+ * eight sources per step with aligned loads; lanes outside [s, e) are masked.
+ */
+static double rel_sum(const int s, const int e, const real ti, const real xi, const real yi,
+                      const real xil, const real yil, __global const real *st,
+                      __global const real *sxr, __global const real *syr, const real kt,
+                      const real kx, const real shift)
+{
+    const real8 lane = (real8)(0, 1, 2, 3, 4, 5, 6, 7);
+    double acc = 0.0;
+    int k = s & ~7;
+    while (k < e) {
+        const int stop = min(k + BLOCK, e);
+        real8 v = (real8)0;
+        for (; k < stop; k += 8) {
+            const real8 dt = ti - LOAD8(st, k);
+            const real8 dx = (xi - LOAD8(sxr, k)) + xil;
+            const real8 dy = (yi - LOAD8(syr, k)) + yil;
+            const real8 term = exp2_trunc(shift - dt * kt - (dx * dx + dy * dy) * kx);
+            if (k >= s && k + 8 <= e) {
+                v += term;
+            } else { /* arrays are padded by 8 past the last source */
+                const real8 pos = lane + (real)(k - s);
+                v += (pos >= (real)0 && pos < (real)(e - s)) ? term : (real8)0;
+            }
+        }
+        acc += HSUM8(v);
+    }
+    return acc;
+}
+
+__kernel void truncated_blocks(
+    /* targets, by event index */
+    __global const double *td, __global const double *xd, __global const double *yd,
+    /* sources sorted by (cell, index); coordinates relative to their cell's corner */
+    __global const real *st, __global const real *sxr, __global const real *syr,
+    __global const double *std, __global const double *pre,
+    /* cells and grid */
+    __global const long *ckey, __global const int *cbeg, const int ncells, const double x0,
+    const double y0, const double h,
+    /* blocks: eight event indices each, in time order; ~r marks a padding lane (a copy of
+     * row r, evaluated but not stored) */
+    __global const int *brow, const int nblocks, const int row0,
+    /* parameters */
+    const real kt, const real kx, const real shift, const double kappa, const double sigma_t,
+    const double vscale, const double reach, const double t0, const double inv_sigma_t,
+    const int exp_mode, __global double *out_e, __global double *out_tail,
+    __global double *out_ring)
+{
+    const int b = get_global_id(0);
+    if (b >= nblocks) {
+        return;
+    }
+    const int8 rv = *(__global const int8 *)(brow + 8 * b);
+    union lanes8 ut, ux, uy, ua;
+    int rows[8], valid[8];
+#define GATHER_ROW(j)                                                                          \
+    valid[j] = rv.s##j >= 0;                                                                   \
+    rows[j] = valid[j] ? rv.s##j : ~rv.s##j;                                                   \
+    ut.a[j] = td[rows[j]];                                                                     \
+    ux.a[j] = xd[rows[j]];                                                                     \
+    uy.a[j] = yd[rows[j]];
+    GATHER_ROW(0) GATHER_ROW(1) GATHER_ROW(2) GATHER_ROW(3)
+    GATHER_ROW(4) GATHER_ROW(5) GATHER_ROW(6) GATHER_ROW(7)
+#undef GATHER_ROW
+    int nrows = 8; /* padding lanes are at the end */
+    while (nrows > 1 && !valid[nrows - 1]) {
+        --nrows;
+    }
+    const double8 tn = ut.v, xn = ux.v, yn = uy.v;
+    const double t_first = ut.a[0], t_last = ut.a[nrows - 1];
+    const double inv_h = 1.0 / h;
+    const long ix0 = (long)floor((hmin8d(xn) - reach - x0) * inv_h);
+    const long ix1 = (long)floor((hmax8d(xn) + reach - x0) * inv_h);
+    const long iy0 = (long)floor((hmin8d(yn) - reach - y0) * inv_h);
+    const long iy1 = (long)floor((hmax8d(yn) + reach - y0) * inv_h);
+    double8 ring = (double8)0.0;
+    union lanes8 ut_tail;
+    ut_tail.v = (double8)0.0;
+    ua.v = (double8)0.0;
+    for (long ox = ix0; ox <= ix1; ++ox) {
+        const long kbase = ox * KEY_STRIDE;
+        const double cxa = x0 + (double)ox * h;
+        const double8 gx = gap8(xn, cxa, h);
+        for (int c = lower_bound_long(ckey, 0, ncells, kbase + iy0);
+             c < ncells && ckey[c] <= kbase + iy1; ++c) {
+            const double cya = y0 + (double)(ckey[c] - kbase) * h;
+            const double8 gy = gap8(yn, cya, h);
+            const double8 v = (gx * gx + gy * gy) * vscale;
+            const double8 f = exp_neg_upper(v);
+            const int cb = cbeg[c], ce = cbeg[c + 1];
+            if (hmin8d(v) >= kappa) { /* ring cell: bound only */
+                if (exp_mode) {
+                    ring += f * pre[lower_bound_time(std, cb, ce, t_last) + c];
+                }
+                continue;
+            }
+            union lanes8 uf, uts;
+            uf.v = f;
+            uts.v = v < kappa ? tn - sigma_t * (kappa - v) : (double8)INFINITY;
+            const double tstart = hmin8d(uts.v);
+            const int s = lower_bound_time(std, cb, ce, tstart);
+            /* row by row (rows in time order share the searches): sources [s_j, e_j) exactly,
+             * the older ones of the cell into the bound */
+            int er = lower_bound_time(std, s, ce, t_first);
+            for (int j = 0; j < nrows; ++j) {
+                while (er < ce && std[er] < ut.a[j]) {
+                    ++er;
+                }
+                int sj = s;
+                double from = tstart;
+                if (uts.a[j] == INFINITY) { /* this row is far from the cell */
+                    sj = er;
+                    from = ut.a[j];
+                }
+                ut_tail.a[j] += uf.a[j] * pre[sj + c] *
+                                (exp_mode ? 1.0 : exp_neg_upper1((ut.a[j] - from) * inv_sigma_t));
+                if (sj >= er) {
+                    continue;
+                }
+                const double xr = ux.a[j] - cxa, yr = uy.a[j] - cya;
+                const real xi = (real)xr, yi = (real)yr;
+#if REAL_IS_DOUBLE
+                const real xil = 0, yil = 0;
+#else
+                const real xil = (real)(xr - (double)xi), yil = (real)(yr - (double)yi);
+#endif
+                ua.a[j] += rel_sum(sj, er, (real)ut.a[j], xi, yi, xil, yil, st, sxr, syr, kt, kx,
+                                   shift);
+            }
+        }
+    }
+    union lanes8 us, ur;
+    us.v = ut_tail.v * (exp_mode ? exp_neg_upper((tn - t0) * inv_sigma_t) : (double8)1.0);
+    ur.v = ring * exp_neg_upper((tn - t0) * inv_sigma_t);
+    for (int j = 0; j < nrows; ++j) {
+        const int r = rows[j] - row0;
+        out_e[r] = ua.a[j];
+        out_tail[r] = us.a[j];
+        out_ring[r] = exp_mode ? ur.a[j] : 0.0;
+    }
 }

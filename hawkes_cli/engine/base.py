@@ -163,6 +163,8 @@ class Likelihood:
         if self.window_end < t[-1]:
             raise ValueError(f"window end {self.window_end} is before the last event time {t[-1]}")
         self._t = t[backend.row_start : backend.row_stop]
+        # the compensator depends on the time alone: once per distinct time (day lattice)
+        self._tu, self._tcount = np.unique(self._t, return_counts=True)
         self._b_cache: OrderedDict[float, np.ndarray] = OrderedDict()
         self._e_cache: OrderedDict[tuple[float, float], np.ndarray] = OrderedDict()
         self._pinned: tuple[float, tuple[float, float]] | None = None
@@ -237,13 +239,13 @@ class Likelihood:
         E, omega = self._trigger(p.sigma_x, p.sigma_t)
         lam = np.maximum(p.mu0 * B + p.xi0 * E, LAMBDA_FLOOR)
         logs = np.log(lam)
-        T, t = self.window_end, self._t
+        T, t = self.window_end, self._tu
         comp = p.mu0 * (ndtr((T - t) / p.tau_t) - ndtr(-t / p.tau_t)) - p.xi0 * np.expm1(
             -(T - t) / p.sigma_t
         )
         # |log max(lam, f) - log max(lam~, f)| <= log1p(xi0 omega / max(lam~, f)), lam >= lam~
         bound = 0.0 if omega is None else float(np.sum(np.log1p(p.xi0 * omega / lam)))
-        return float(np.sum(logs) - np.sum(comp)), B, E, bound
+        return float(np.sum(logs) - np.dot(comp, self._tcount)), B, E, bound
 
     def evaluate(self, p: Params) -> Evaluation:
         """Full evaluation (collective over ``comm``): log-likelihood and this rank's parts.

@@ -67,19 +67,23 @@ _PAD = 8  # vector width of the kernel; sorted source arrays are padded by this
 _EXP_SPAN = 600.0  # time span / sigma_t up to which exact exponential prefixes are used
 _CELLS_PER_DIM = 2**20  # cap of the grid resolution (keys fit KEY_STRIDE in truncated.cl)
 _KEY_STRIDE = 4194304
-_KAPPA_MAX = 740.0  # exp(-740) underflows: beyond this nothing more can be gained
+_KAPPA_MAX = 740.0
+_TIGHTEN_MARGIN = 0.25  # kappa added beyond the bound's exp(-kappa) prediction  # exp(-740) underflows: beyond this nothing more can be gained
 _SAFETY = 1.0 + 1e-8  # rounding of the bound's own arithmetic (prefix sums, exp)
 _INDEX_CACHE = 2
+_BLOCK_ROWS = 8  # rows per block of the row-block kernel (one per vector lane)
+_BLOCK_WIDTH = 2
+_CELL_FACTOR = 1.0
 
 
 def initial_kappa(tolerance: float) -> float:
     """Starting cut-off exponent for a relative ``tolerance`` (> 0), dimensionless.
 
-    Each row's bound is about ``exp(-kappa)`` times a local temporal sum; this start needs no
-    tightening on city-like data at the paper's lengthscales (the likelihood tightens it
-    otherwise).
+    Each row's bound is about ``exp(-kappa)`` times a local temporal sum, so the realised
+    relative bound is about ``C exp(-kappa)``; this start assumes ``C`` near ``e^2.5`` (city-like
+    data at the paper's lengthscales) and the likelihood tightens it where ``C`` is larger.
     """
-    return math.log(1.0 / tolerance) + 5.0
+    return math.log(1.0 / tolerance) + 2.5
 
 
 def temporal_sums(time: np.ndarray, weight: np.ndarray, lo: np.ndarray, sigma_t: float):
@@ -219,6 +223,8 @@ class TruncatedBackend:
         prog = kernels.build_program(self.ctx, precision, truncated=True)
         self._k_prefix = cl.Kernel(prog, "cell_prefix")
         self._k_trunc = cl.Kernel(prog, f"truncated_model{model}")
+        self._k_blocks = cl.Kernel(prog, "truncated_blocks") if model == 1 else None
+        self._block_cache: OrderedDict[tuple, tuple[object, int]] = OrderedDict()
         self._real = ex._real
         self._shift = ex._shift
 
@@ -287,7 +293,14 @@ class TruncatedBackend:
             self._index_cache.move_to_end(key)
             return hit
         index = build_index(
-            self._x, self._y, self._level, self.nlevels, self._r_unit, sigma_x, self.kappa
+            self._x,
+            self._y,
+            self._level,
+            self.nlevels,
+            self._r_unit,
+            sigma_x,
+            self.kappa,
+            _CELL_FACTOR if self.model == 1 else 1.0,
         )
         bufs = self._upload_index(index)
         self._index_cache[key] = (index, bufs)
@@ -323,6 +336,12 @@ class TruncatedBackend:
             ),
             "pre_sigma_t": None,
         }
+        if self.model == 1:  # row blocks: coordinates relative to the source's cell corner
+            h = 1.0 / index.inv_h[0]
+            cx = np.floor((x - self._x0) * index.inv_h[0])
+            cy = np.floor((y - self._y0) * index.inv_h[0])
+            bufs["sxr"] = self._upload(padded(x - (self._x0 + cx * h), real))
+            bufs["syr"] = self._upload(padded(y - (self._y0 + cy * h), real))
         if real is np.float32:
             bufs["sxl"] = self._upload(padded((x - xh).astype(real), real))
             bufs["syl"] = self._upload(padded((y - yh).astype(real), real))
@@ -376,8 +395,6 @@ class TruncatedBackend:
             return np.empty(0), np.empty(0)
         cl = self._cl
         index, b = self._build_index(sigma_x)
-        ex = self.exact
-        real = self._real
         ncells = index.cell_key.size
         exp_mode = self._span / sigma_t <= _EXP_SPAN
         t0 = float(self._t[0])
@@ -396,6 +413,92 @@ class TruncatedBackend:
                 b["pre"],
             )
             b["pre_sigma_t"] = sigma_t
+        norm = 1.0 / (2.0 * math.pi * sigma_x * sigma_x * sigma_t)
+        if self._k_blocks is not None:
+            self._run_blocks(index, b, sigma_x, sigma_t, exp_mode, t0)
+        else:
+            self._run_rows(index, b, sigma_x, sigma_t, exp_mode, t0)
+        cl.enqueue_copy(self.queue, self._e_host, self._buf_e)
+        cl.enqueue_copy(self.queue, self._tail_host, self._buf_tail)
+        cl.enqueue_copy(self.queue, self._ring_host, self._buf_ring)
+        e = self._e_host * (2.0**-self._shift * norm)
+        s_n = self._temporal(sigma_t)
+        if exp_mode:  # (a) + (b1) + (b2); the per-row kernel's ring is unscaled
+            ring = (
+                self._ring_host
+                if self._k_blocks is not None
+                else self._ring_host * math.exp(-kappa)
+            )
+            rest = ring + math.exp(-4.0 * kappa) * s_n
+        else:  # (a) + (b1 and b2 together)
+            rest = math.exp(-kappa) * s_n
+        omega = norm * (self._tail_host + rest) * _SAFETY
+        return e, omega
+
+    def _run_blocks(self, index: GridIndex, b: dict, sigma_x, sigma_t, exp_mode, t0) -> None:
+        """Launch the row-block kernel (model 1) for this backend's rows."""
+        kappa = self.kappa
+        blocks, nblocks = self._blocks(index, sigma_x, sigma_t)
+        real = self._real
+        # one block per work-group on CPUs (PoCL schedules work-groups dynamically over the
+        # cores, and blocks differ a lot in work); the configured size elsewhere
+        wg = self.exact.work_group or (1 if self.exact.device_info.kind == "cpu" else 64)
+        self._k_blocks(
+            self.queue,
+            (-(-max(nblocks, 1) // wg) * wg,),
+            (wg,),
+            self._buf_td,
+            self._buf_xd,
+            self._buf_yd,
+            b["st"],
+            b["sxr"],
+            b["syr"],
+            b["std"],
+            b["pre"],
+            b["ckey"],
+            b["cbeg"],
+            np.int32(index.cell_key.size),
+            np.float64(self._x0),
+            np.float64(self._y0),
+            np.float64(1.0 / index.inv_h[0]),
+            blocks,
+            np.int32(nblocks),
+            np.int32(self.row_start),
+            real(LOG2E / sigma_t),
+            real(LOG2E / (2.0 * sigma_x * sigma_x)),
+            real(self._shift),
+            np.float64(kappa),
+            np.float64(sigma_t),
+            np.float64(1.0 / (2.0 * sigma_x * sigma_x)),
+            np.float64(2.0 * math.sqrt(2.0 * kappa) * sigma_x),
+            np.float64(t0),
+            np.float64(1.0 / sigma_t),
+            np.int32(exp_mode),
+            self._buf_e,
+            self._buf_tail,
+            self._buf_ring,
+        )
+
+    def _blocks(self, index: GridIndex, sigma_x: float, sigma_t: float):
+        """Row blocks of this backend's rows for the current index and ``sigma_t`` (cached)."""
+        key = (sigma_x, self.kappa, sigma_t)
+        hit = self._block_cache.get(key)
+        if hit is not None:
+            self._block_cache.move_to_end(key)
+            return hit
+        blocks = row_blocks(index, self._t, self.row_start, self.row_stop, _BLOCK_WIDTH * sigma_t)
+        hit = (self._upload(blocks), blocks.shape[0])
+        self._block_cache[key] = hit
+        while len(self._block_cache) > _INDEX_CACHE:
+            self._block_cache.popitem(last=False)
+        return hit
+
+    def _run_rows(self, index: GridIndex, b: dict, sigma_x, sigma_t, exp_mode, t0) -> None:
+        """Launch the per-row kernel (model 2: several grid levels)."""
+        kappa = self.kappa
+        ex = self.exact
+        real = self._real
+        nrows = self.row_stop - self.row_start
         gsize, lsize = ex._global_size(nrows)
         self._k_trunc(
             self.queue,
@@ -440,19 +543,6 @@ class TruncatedBackend:
             self._buf_tail,
             self._buf_ring,
         )
-        cl.enqueue_copy(self.queue, self._e_host, self._buf_e)
-        cl.enqueue_copy(self.queue, self._tail_host, self._buf_tail)
-        cl.enqueue_copy(self.queue, self._ring_host, self._buf_ring)
-        norm = 1.0 / (2.0 * math.pi * sigma_x * sigma_x * sigma_t)
-        e = self._e_host * (2.0**-self._shift * norm)
-        if exp_mode:  # (a) + (b1) + (b2)
-            rest = math.exp(-kappa) * self._ring_host + math.exp(-4.0 * kappa) * self._temporal(
-                sigma_t
-            )
-        else:  # (a) + (b1 and b2 together)
-            rest = math.exp(-kappa) * self._temporal(sigma_t)
-        omega = norm * (self._tail_host + rest) * _SAFETY
-        return e, omega
 
     def tighten(self, excess: float) -> bool:
         """Raise ``kappa`` after a realised bound ``excess`` times over the tolerance (> 1).
@@ -461,7 +551,7 @@ class TruncatedBackend:
         """
         if self.kappa >= _KAPPA_MAX:
             return False
-        step = max(1.0, math.log(max(excess, 1.0)) + 1.0)
+        step = max(_TIGHTEN_MARGIN, math.log(max(excess, 1.0)) + _TIGHTEN_MARGIN)
         self.kappa = min(self.kappa + step, _KAPPA_MAX)
         log.info("truncation: realised bound %.3g x tolerance; kappa -> %.4g", excess, self.kappa)
         return True
@@ -513,6 +603,7 @@ def build_index(
     r_unit: float,
     sigma_x: float,
     kappa: float,
+    cell_factor: float = 1.0,
 ) -> GridIndex:
     """Sort all N sources into the per-level grids of ``(sigma_x, kappa)`` (numpy, O(N log N)).
 
@@ -524,7 +615,7 @@ def build_index(
     n = x.size
     x0, y0 = float(x.min()), float(y.min())
     extent = max(float(x.max()) - x0, float(y.max()) - y0, 1e-300)
-    radius = math.sqrt(2.0 * kappa) * sigma_x * r_unit  # level 0
+    radius = math.sqrt(2.0 * kappa) * sigma_x * r_unit * cell_factor  # level 0
     h = np.array(
         [max(radius * 2.0**lev * (1.0 + 1e-6), extent / _CELLS_PER_DIM) for lev in range(nlevels)]
     )
@@ -546,6 +637,60 @@ def build_index(
         inv_h=inv_h,
         covers_all=bool(np.all(h[np.unique(level)] >= extent)),
     )
+
+
+def row_blocks(
+    index: GridIndex, time: np.ndarray, row_start: int, row_stop: int, width: float
+) -> np.ndarray:
+    """Group the rows ``[row_start, row_stop)`` into blocks for the row-block kernel.
+
+    A block holds up to eight rows of one grid cell whose times fall in one bin of ``width``
+    (time units, from the first event time), in time order. Unused lanes hold ``~r`` for the
+    block's first row ``r`` (a copy the kernel evaluates but does not store).
+
+    Returns
+    -------
+    (nblocks, 8) int32
+        Event index of each lane; blocks of fuller cells first, then by (cell, time).
+    """
+    o = index.order
+    cell = np.repeat(np.arange(index.cell_key.size), np.diff(index.cell_begin))
+    mine = (o >= row_start) & (o < row_stop)
+    rows = o[mine]
+    if rows.size == 0:
+        return np.zeros((0, _BLOCK_ROWS), dtype=np.int32)
+    # eight consecutive rows of a cell per block; a block spanning more than `width` in time
+    # is broken up by bins of `width` instead
+    cell = cell[mine]
+    t = time[rows]
+    first = np.concatenate([[True], cell[1:] != cell[:-1]])
+    run = np.cumsum(first) - 1
+    pos = np.arange(rows.size) - np.flatnonzero(first)[run]
+    chunk = run.astype(np.float64) * (rows.size + 1.0) + pos // _BLOCK_ROWS
+    group = _runs_of(chunk)
+    span = np.maximum.reduceat(t, group) - np.minimum.reduceat(t, group)
+    wide = np.repeat(span > width, np.diff(np.append(group, rows.size)))
+    tbin = np.floor((t - time[0]) / width) if width > 0 else pos.astype(np.float64)
+    key = np.where(wide, -1.0 - (cell * (tbin.max() + 1.0) + tbin), chunk)
+    starts = _runs_of(key)
+    lengths = np.diff(np.append(starts, rows.size))
+    per_group = -(-lengths // _BLOCK_ROWS)
+    first_block = np.concatenate([[0], np.cumsum(per_group)[:-1]])
+    pos = np.arange(rows.size) - np.repeat(starts, lengths)
+    block = np.repeat(first_block, lengths) + pos // _BLOCK_ROWS
+    out = np.full((int(per_group.sum()), _BLOCK_ROWS), -1, dtype=np.int64)
+    out[block, pos % _BLOCK_ROWS] = rows
+    pad = out < 0
+    out[pad] = ~np.broadcast_to(out[:, :1], out.shape)[pad]
+    # blocks of the fullest cells (the most work) first, so no core is left with them at the end
+    size = np.diff(index.cell_begin)[cell[starts]]
+    heavy_first = np.argsort(-np.repeat(size, per_group), kind="stable")
+    return out[heavy_first].astype(np.int32)
+
+
+def _runs_of(key: np.ndarray) -> np.ndarray:
+    """Start positions of the runs of equal consecutive values of ``key`` (non-empty)."""
+    return np.flatnonzero(np.concatenate([[True], key[1:] != key[:-1]]))
 
 
 def truncated_row_cost(
