@@ -67,13 +67,12 @@ _PAD = 8  # vector width of the kernel; sorted source arrays are padded by this
 _EXP_SPAN = 600.0  # time span / sigma_t up to which exact exponential prefixes are used
 _CELLS_PER_DIM = 2**20  # cap of the grid resolution (keys fit KEY_STRIDE in truncated.cl)
 _KEY_STRIDE = 4194304
-_KAPPA_MAX = 740.0
-_TIGHTEN_MARGIN = 0.25  # kappa added beyond the bound's exp(-kappa) prediction  # exp(-740) underflows: beyond this nothing more can be gained
+_KAPPA_MAX = 740.0  # exp(-740) underflows: beyond this nothing more can be gained
+_TIGHTEN_MARGIN = 0.25  # kappa added beyond the bound's exp(-kappa) prediction
 _SAFETY = 1.0 + 1e-8  # rounding of the bound's own arithmetic (prefix sums, exp)
 _INDEX_CACHE = 2
 _BLOCK_ROWS = 8  # rows per block of the row-block kernel (one per vector lane)
-_BLOCK_WIDTH = 2
-_CELL_FACTOR = 1.0
+_BLOCK_WIDTH = 2.0  # longest time span of a row block, in units of sigma_t
 
 
 def initial_kappa(tolerance: float) -> float:
@@ -300,7 +299,6 @@ class TruncatedBackend:
             self._r_unit,
             sigma_x,
             self.kappa,
-            _CELL_FACTOR if self.model == 1 else 1.0,
         )
         bufs = self._upload_index(index)
         self._index_cache[key] = (index, bufs)
@@ -603,7 +601,6 @@ def build_index(
     r_unit: float,
     sigma_x: float,
     kappa: float,
-    cell_factor: float = 1.0,
 ) -> GridIndex:
     """Sort all N sources into the per-level grids of ``(sigma_x, kappa)`` (numpy, O(N log N)).
 
@@ -615,7 +612,7 @@ def build_index(
     n = x.size
     x0, y0 = float(x.min()), float(y.min())
     extent = max(float(x.max()) - x0, float(y.max()) - y0, 1e-300)
-    radius = math.sqrt(2.0 * kappa) * sigma_x * r_unit * cell_factor  # level 0
+    radius = math.sqrt(2.0 * kappa) * sigma_x * r_unit  # level 0
     h = np.array(
         [max(radius * 2.0**lev * (1.0 + 1e-6), extent / _CELLS_PER_DIM) for lev in range(nlevels)]
     )
