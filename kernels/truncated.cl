@@ -90,6 +90,35 @@ __kernel void cell_prefix(__global const double *st, __global const double *sw,
     pre[cbeg[c + 1] + c] = acc;
 }
 
+/*
+ * As cell_prefix, per 4 x 4 sub-cell of each cell (row-block kernel): pre16[16 (k + c) + q] is
+ * the sum of g over the sources of sub-cell q of cell c before sorted position k; sq[k] is the
+ * sub-cell (4 qx + qy) of sorted source k.
+ */
+__kernel void cell_prefix16(__global const double *st, __global const double *sw,
+                            __global const uchar *sq, __global const int *cbeg,
+                            const int ncells, const double t0, const double inv_sigma_t,
+                            const int exp_mode, __global double *pre16)
+{
+    const int c = get_global_id(0);
+    if (c >= ncells) {
+        return;
+    }
+    double16 acc = (double16)0.0;
+    for (int k = cbeg[c]; k < cbeg[c + 1]; ++k) {
+        *(__global double16 *)(pre16 + 16 * (k + c)) = acc;
+        const double g = exp_mode ? sw[k] * exp((st[k] - t0) * inv_sigma_t) : sw[k];
+        union {
+            double16 v;
+            double a[16];
+        } u;
+        u.v = acc;
+        u.a[sq[k]] += g;
+        acc = u.v;
+    }
+    *(__global double16 *)(pre16 + 16 * (cbeg[c + 1] + c)) = acc;
+}
+
 static real8 source8(const int k, const real ti, const real xi, const real yi, const real xil,
                      const real yil, __global const real *st, __global const real *sx,
                      __global const real *sy, __global const real *sxl,
@@ -274,6 +303,11 @@ static double exp_neg_upper1(const double v)
     return exp_neg_upper((double8)v).s0;
 }
 
+static double8 sq8(const double8 v)
+{
+    return v * v;
+}
+
 static double hmin8d(const double8 v)
 {
     const double4 a = v.lo < v.hi ? v.lo : v.hi;
@@ -354,32 +388,47 @@ union lanes8 {
  * the trigger terms of one row (coordinates relative to the same corner, two-part in float32),
  * eight sources per step with aligned loads; lanes outside [s, e) are masked.
  */
+static real8 rel_terms(const int k, const real ti, const real xi, const real yi,
+                       const real xil, const real yil, __global const real *st,
+                       __global const real *sxr, __global const real *syr, const real kt,
+                       const real kx, const real shift)
+{
+    const real8 dt = ti - LOAD8(st, k);
+    const real8 dx = (xi - LOAD8(sxr, k)) + xil;
+    const real8 dy = (yi - LOAD8(syr, k)) + yil;
+    return exp2_trunc(shift - dt * kt - (dx * dx + dy * dy) * kx);
+}
+
 static double rel_sum(const int s, const int e, const real ti, const real xi, const real yi,
                       const real xil, const real yil, __global const real *st,
                       __global const real *sxr, __global const real *syr, const real kt,
                       const real kx, const real shift)
 {
     const real8 lane = (real8)(0, 1, 2, 3, 4, 5, 6, 7);
+    const int first = s & ~7, last = e & ~7;
+    real8 v;
     double acc = 0.0;
-    int k = s & ~7;
-    while (k < e) {
-        const int stop = min(k + BLOCK, e);
-        real8 v = (real8)0;
+    if (first == last) { /* one chunk holds [s, e) */
+        v = rel_terms(first, ti, xi, yi, xil, yil, st, sxr, syr, kt, kx, shift);
+        return HSUM8(lane >= (real)(s - first) && lane < (real)(e - first) ? v : (real8)0);
+    }
+    /* head chunk (lanes >= s), full chunks, tail chunk (lanes < e; arrays padded by 8) */
+    v = rel_terms(first, ti, xi, yi, xil, yil, st, sxr, syr, kt, kx, shift);
+    v = lane >= (real)(s - first) ? v : (real8)0;
+    int k = first + 8;
+    while (k < last) {
+        const int stop = min(k + BLOCK, last);
         for (; k < stop; k += 8) {
-            const real8 dt = ti - LOAD8(st, k);
-            const real8 dx = (xi - LOAD8(sxr, k)) + xil;
-            const real8 dy = (yi - LOAD8(syr, k)) + yil;
-            const real8 term = exp2_trunc(shift - dt * kt - (dx * dx + dy * dy) * kx);
-            if (k >= s && k + 8 <= e) {
-                v += term;
-            } else { /* arrays are padded by 8 past the last source */
-                const real8 pos = lane + (real)(k - s);
-                v += (pos >= (real)0 && pos < (real)(e - s)) ? term : (real8)0;
-            }
+            v += rel_terms(k, ti, xi, yi, xil, yil, st, sxr, syr, kt, kx, shift);
         }
         acc += HSUM8(v);
+        v = (real8)0;
     }
-    return acc;
+    if (last < e) {
+        const real8 u = rel_terms(last, ti, xi, yi, xil, yil, st, sxr, syr, kt, kx, shift);
+        v += lane < (real)(e - last) ? u : (real8)0;
+    }
+    return acc + HSUM8(v);
 }
 
 __kernel void truncated_blocks(
@@ -387,7 +436,7 @@ __kernel void truncated_blocks(
     __global const double *td, __global const double *xd, __global const double *yd,
     /* sources sorted by (cell, index); coordinates relative to their cell's corner */
     __global const real *st, __global const real *sxr, __global const real *syr,
-    __global const double *std, __global const double *pre,
+    __global const double *std, __global const double *pre, __global const double *pre16,
     /* cells and grid */
     __global const long *ckey, __global const int *cbeg, const int ncells, const double x0,
     const double y0, const double h,
@@ -422,7 +471,7 @@ __kernel void truncated_blocks(
     }
     const double8 tn = ut.v, xn = ux.v, yn = uy.v;
     const double t_first = ut.a[0], t_last = ut.a[nrows - 1];
-    const double inv_h = 1.0 / h;
+    const double inv_h = 1.0 / h, hq = 0.25 * h;
     const long ix0 = (long)floor((hmin8d(xn) - reach - x0) * inv_h);
     const long ix1 = (long)floor((hmax8d(xn) + reach - x0) * inv_h);
     const long iy0 = (long)floor((hmin8d(yn) - reach - y0) * inv_h);
@@ -448,27 +497,42 @@ __kernel void truncated_blocks(
                 }
                 continue;
             }
-            union lanes8 uf, uts;
+            union lanes8 uf;
             uf.v = f;
+            union lanes8 uts;
             uts.v = v < kappa ? tn - sigma_t * (kappa - v) : (double8)INFINITY;
             const double tstart = hmin8d(uts.v);
             const int s = lower_bound_time(std, cb, ce, tstart);
-            /* row by row (rows in time order share the searches): sources [s_j, e_j) exactly,
-             * the older ones of the cell into the bound */
+            /* sources of the cell before s, into the bound of the rows near the cell, sub-cell
+             * by sub-cell: sum_q P_q exp(-v_q) with separable exp(-v_q) = fx_a fy_b */
+            {
+                const double16 P = *(__global const double16 *)(pre16 + 16 * (s + c));
+                const double8 fy0 = exp_neg_upper(sq8(gap8(yn, cya, hq)) * vscale);
+                const double8 fy1 = exp_neg_upper(sq8(gap8(yn, cya + hq, hq)) * vscale);
+                const double8 fy2 = exp_neg_upper(sq8(gap8(yn, cya + 2.0 * hq, hq)) * vscale);
+                const double8 fy3 = exp_neg_upper(sq8(gap8(yn, cya + 3.0 * hq, hq)) * vscale);
+#define SUBROW(a, p0, p1, p2, p3)                                                              \
+    (exp_neg_upper(sq8(gap8(xn, cxa + (a) * hq, hq)) * vscale) *                                \
+     (P.p0 * fy0 + P.p1 * fy1 + P.p2 * fy2 + P.p3 * fy3))
+                double8 sub = SUBROW(0.0, s0, s1, s2, s3) + SUBROW(1.0, s4, s5, s6, s7) +
+                              SUBROW(2.0, s8, s9, sa, sb) + SUBROW(3.0, sc, sd, se, sf);
+#undef SUBROW
+                if (!exp_mode) { /* plain weights: the sources are older than tstart */
+                    sub *= exp_neg_upper((tn - tstart) * inv_sigma_t);
+                }
+                ut_tail.v += v < kappa ? sub : (double8)0.0;
+            }
+            /* row by row (rows in time order share the searches): sources [s, e_j) exactly */
             int er = lower_bound_time(std, s, ce, t_first);
             for (int j = 0; j < nrows; ++j) {
                 while (er < ce && std[er] < ut.a[j]) {
                     ++er;
                 }
-                int sj = s;
-                double from = tstart;
-                if (uts.a[j] == INFINITY) { /* this row is far from the cell */
-                    sj = er;
-                    from = ut.a[j];
+                if (uts.a[j] == INFINITY) { /* row far from the cell: all its sources bounded */
+                    ut_tail.a[j] += uf.a[j] * pre[er + c];
+                    continue;
                 }
-                ut_tail.a[j] += uf.a[j] * pre[sj + c] *
-                                (exp_mode ? 1.0 : exp_neg_upper1((ut.a[j] - from) * inv_sigma_t));
-                if (sj >= er) {
+                if (s >= er) {
                     continue;
                 }
                 const double xr = ux.a[j] - cxa, yr = uy.a[j] - cya;
@@ -478,7 +542,7 @@ __kernel void truncated_blocks(
 #else
                 const real xil = (real)(xr - (double)xi), yil = (real)(yr - (double)yi);
 #endif
-                ua.a[j] += rel_sum(sj, er, (real)ut.a[j], xi, yi, xil, yil, st, sxr, syr, kt, kx,
+                ua.a[j] += rel_sum(s, er, (real)ut.a[j], xi, yi, xil, yil, st, sxr, syr, kt, kx,
                                    shift);
             }
         }

@@ -223,6 +223,7 @@ class TruncatedBackend:
         self._k_prefix = cl.Kernel(prog, "cell_prefix")
         self._k_trunc = cl.Kernel(prog, f"truncated_model{model}")
         self._k_blocks = cl.Kernel(prog, "truncated_blocks") if model == 1 else None
+        self._k_prefix16 = cl.Kernel(prog, "cell_prefix16") if model == 1 else None
         self._block_cache: OrderedDict[tuple, tuple[object, int]] = OrderedDict()
         self._real = ex._real
         self._shift = ex._shift
@@ -338,8 +339,17 @@ class TruncatedBackend:
             h = 1.0 / index.inv_h[0]
             cx = np.floor((x - self._x0) * index.inv_h[0])
             cy = np.floor((y - self._y0) * index.inv_h[0])
-            bufs["sxr"] = self._upload(padded(x - (self._x0 + cx * h), real))
-            bufs["syr"] = self._upload(padded(y - (self._y0 + cy * h), real))
+            rx, ry = x - (self._x0 + cx * h), y - (self._y0 + cy * h)
+            bufs["sxr"] = self._upload(padded(rx, real))
+            bufs["syr"] = self._upload(padded(ry, real))
+            qx = np.clip(np.floor(rx * (4.0 / h)), 0, 3)
+            qy = np.clip(np.floor(ry * (4.0 / h)), 0, 3)
+            bufs["sq"] = self._upload((4 * qx + qy).astype(np.uint8))
+            bufs["pre16"] = self._cl.Buffer(
+                self.ctx,
+                self._cl.mem_flags.READ_WRITE,
+                16 * 8 * (self.n + index.cell_key.size + 1),
+            )
         if real is np.float32:
             bufs["sxl"] = self._upload(padded((x - xh).astype(real), real))
             bufs["syl"] = self._upload(padded((y - yh).astype(real), real))
@@ -410,6 +420,21 @@ class TruncatedBackend:
                 np.int32(exp_mode),
                 b["pre"],
             )
+            if self._k_prefix16 is not None:
+                self._k_prefix16(
+                    self.queue,
+                    (max(ncells, 1),),
+                    None,
+                    b["std"],
+                    b["swd"],
+                    b["sq"],
+                    b["cbeg"],
+                    np.int32(ncells),
+                    np.float64(t0),
+                    np.float64(1.0 / sigma_t),
+                    np.int32(exp_mode),
+                    b["pre16"],
+                )
             b["pre_sigma_t"] = sigma_t
         norm = 1.0 / (2.0 * math.pi * sigma_x * sigma_x * sigma_t)
         if self._k_blocks is not None:
@@ -453,6 +478,7 @@ class TruncatedBackend:
             b["syr"],
             b["std"],
             b["pre"],
+            b["pre16"],
             b["ckey"],
             b["cbeg"],
             np.int32(index.cell_key.size),
