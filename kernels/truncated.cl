@@ -364,14 +364,12 @@ static real8 exp2_trunc(const real8 y)
 {
     const real8 shifted = y + 12582912.0f;
     const real8 f = y - (shifted - 12582912.0f);
-    real8 p = 1.321548679014430948840e-6f;
-    p = p * f + 1.525273380405984028003e-5f;
-    p = p * f + 1.540353039338160995444e-4f;
-    p = p * f + 1.333355814642844342341e-3f;
-    p = p * f + 9.618129107628477161979e-3f;
-    p = p * f + 5.550410866482157995314e-2f;
-    p = p * f + 2.402265069591007123336e-1f;
-    p = p * f + 6.931471805599453094172e-1f;
+    real8 p = 1.53460366e-04f; /* as exp2_neg */
+    p = p * f + 1.34000268e-03f;
+    p = p * f + 9.61848891e-03f;
+    p = p * f + 5.55032851e-02f;
+    p = p * f + 2.40226469e-01f;
+    p = p * f + 6.93147206e-01f;
     p = p * f + 1.0f;
     const uint8 e = (as_uint8(shifted) - as_uint8((real8)12582912.0f)) << 23;
     return y < -126.0f ? (real8)0.0f : as_float8(as_uint8(p) + e);
@@ -489,23 +487,22 @@ __kernel void truncated_blocks(
             const double cya = y0 + (double)(ckey[c] - kbase) * h;
             const double8 gy = gap8(yn, cya, h);
             const double8 v = (gx * gx + gy * gy) * vscale;
-            const double8 f = exp_neg_upper(v);
             const int cb = cbeg[c], ce = cbeg[c + 1];
             if (hmin8d(v) >= kappa) { /* ring cell: bound only */
                 if (exp_mode) {
-                    ring += f * pre[lower_bound_time(std, cb, ce, t_last) + c];
+                    ring += exp_neg_upper(v) * pre[lower_bound_time(std, cb, ce, t_last) + c];
                 }
                 continue;
             }
-            union lanes8 uf;
-            uf.v = f;
+            union lanes8 uf; /* only needed for rows far from the cell */
+            uf.v = hmax8d(v) >= kappa ? exp_neg_upper(v) : (double8)0.0;
             union lanes8 uts;
             uts.v = v < kappa ? tn - sigma_t * (kappa - v) : (double8)INFINITY;
             const double tstart = hmin8d(uts.v);
             const int s = lower_bound_time(std, cb, ce, tstart);
             /* sources of the cell before s, into the bound of the rows near the cell, sub-cell
              * by sub-cell: sum_q P_q exp(-v_q) with separable exp(-v_q) = fx_a fy_b */
-            {
+            if (pre[s + c] > 0.0) {
                 const double16 P = *(__global const double16 *)(pre16 + 16 * (s + c));
                 const double8 fy0 = exp_neg_upper(sq8(gap8(yn, cya, hq)) * vscale);
                 const double8 fy1 = exp_neg_upper(sq8(gap8(yn, cya + hq, hq)) * vscale);
