@@ -474,8 +474,8 @@ __kernel void truncated_blocks(
     const long ix1 = (long)floor((hmax8d(xn) + reach - x0) * inv_h);
     const long iy0 = (long)floor((hmin8d(yn) - reach - y0) * inv_h);
     const long iy1 = (long)floor((hmax8d(yn) + reach - y0) * inv_h);
-    double8 ring = (double8)0.0;
-    union lanes8 ut_tail;
+    union lanes8 ut_tail, ur_ring;
+    ur_ring.v = (double8)0.0;
     ut_tail.v = (double8)0.0;
     ua.v = (double8)0.0;
     for (long ox = ix0; ox <= ix1; ++ox) {
@@ -488,9 +488,17 @@ __kernel void truncated_blocks(
             const double8 gy = gap8(yn, cya, h);
             const double8 v = (gx * gx + gy * gy) * vscale;
             const int cb = cbeg[c], ce = cbeg[c + 1];
-            if (hmin8d(v) >= kappa) { /* ring cell: bound only */
+            if (hmin8d(v) >= kappa) { /* ring cell: bound only, each row its own past */
                 if (exp_mode) {
-                    ring += exp_neg_upper(v) * pre[lower_bound_time(std, cb, ce, t_last) + c];
+                    union lanes8 uf;
+                    uf.v = exp_neg_upper(v);
+                    int er = lower_bound_time(std, cb, ce, t_first);
+                    for (int j = 0; j < nrows; ++j) {
+                        while (er < ce && std[er] < ut.a[j]) {
+                            ++er;
+                        }
+                        ur_ring.a[j] += uf.a[j] * pre[er + c];
+                    }
                 }
                 continue;
             }
@@ -502,7 +510,30 @@ __kernel void truncated_blocks(
             const int s = lower_bound_time(std, cb, ce, tstart);
             /* sources of the cell before s, into the bound of the rows near the cell, sub-cell
              * by sub-cell: sum_q P_q exp(-v_q) with separable exp(-v_q) = fx_a fy_b */
-            if (pre[s + c] > 0.0) {
+            if (hmax8d(v) > 0.0 && pre[s + c] > 0.0) {
+                /* not the rows' own cell: four strips across the axis that separates */
+                const double16 P = *(__global const double16 *)(pre16 + 16 * (s + c));
+                double8 sub;
+                if (hmax8d(gx) > 0.0) {
+                    const double8 fy = exp_neg_upper(gy * gy * vscale);
+#define STRIP(a, p0, p1, p2, p3)                                                               \
+    (exp_neg_upper(sq8(gap8(xn, cxa + (a) * hq, hq)) * vscale) * (P.p0 + P.p1 + P.p2 + P.p3))
+                    sub = fy * (STRIP(0.0, s0, s1, s2, s3) + STRIP(1.0, s4, s5, s6, s7) +
+                                STRIP(2.0, s8, s9, sa, sb) + STRIP(3.0, sc, sd, se, sf));
+#undef STRIP
+                } else {
+                    const double8 fx = exp_neg_upper(gx * gx * vscale);
+#define STRIP(b, p0, p1, p2, p3)                                                               \
+    (exp_neg_upper(sq8(gap8(yn, cya + (b) * hq, hq)) * vscale) * (P.p0 + P.p1 + P.p2 + P.p3))
+                    sub = fx * (STRIP(0.0, s0, s4, s8, sc) + STRIP(1.0, s1, s5, s9, sd) +
+                                STRIP(2.0, s2, s6, sa, se) + STRIP(3.0, s3, s7, sb, sf));
+#undef STRIP
+                }
+                if (!exp_mode) {
+                    sub *= exp_neg_upper((tn - tstart) * inv_sigma_t);
+                }
+                ut_tail.v += v < kappa ? sub : (double8)0.0;
+            } else if (hmax8d(v) == 0.0 && pre[s + c] > 0.0) {
                 const double16 P = *(__global const double16 *)(pre16 + 16 * (s + c));
                 const double8 fy0 = exp_neg_upper(sq8(gap8(yn, cya, hq)) * vscale);
                 const double8 fy1 = exp_neg_upper(sq8(gap8(yn, cya + hq, hq)) * vscale);
@@ -546,7 +577,7 @@ __kernel void truncated_blocks(
     }
     union lanes8 us, ur;
     us.v = ut_tail.v * (exp_mode ? exp_neg_upper((tn - t0) * inv_sigma_t) : (double8)1.0);
-    ur.v = ring * exp_neg_upper((tn - t0) * inv_sigma_t);
+    ur.v = ur_ring.v * exp_neg_upper((tn - t0) * inv_sigma_t);
     for (int j = 0; j < nrows; ++j) {
         const int r = rows[j] - row0;
         out_e[r] = ua.a[j];

@@ -72,17 +72,17 @@ _TIGHTEN_MARGIN = 0.25  # kappa added beyond the bound's exp(-kappa) prediction
 _SAFETY = 1.0 + 1e-8  # rounding of the bound's own arithmetic (prefix sums, exp)
 _INDEX_CACHE = 2
 _BLOCK_ROWS = 8  # rows per block of the row-block kernel (one per vector lane)
-_BLOCK_WIDTH = 2.0  # longest time span of a row block, in units of sigma_t
+_BLOCK_WIDTH = 4.0  # longest time span of a row block, in units of sigma_t
 
 
 def initial_kappa(tolerance: float) -> float:
     """Starting cut-off exponent for a relative ``tolerance`` (> 0), dimensionless.
 
     Each row's bound is about ``exp(-kappa)`` times a local temporal sum, so the realised
-    relative bound is about ``C exp(-kappa)``; this start assumes ``C`` near ``e^2.5`` (city-like
+    relative bound is about ``C exp(-kappa)``; this start assumes ``C`` near ``e^1.5`` (city-like
     data at the paper's lengthscales) and the likelihood tightens it where ``C`` is larger.
     """
-    return math.log(1.0 / tolerance) + 2.5
+    return math.log(1.0 / tolerance) + 1.5
 
 
 def temporal_sums(time: np.ndarray, weight: np.ndarray, lo: np.ndarray, sigma_t: float):
