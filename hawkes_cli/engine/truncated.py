@@ -72,7 +72,8 @@ _TIGHTEN_MARGIN = 0.25  # kappa added beyond the bound's exp(-kappa) prediction
 _SAFETY = 1.0 + 1e-8  # rounding of the bound's own arithmetic (prefix sums, exp)
 _INDEX_CACHE = 2
 _BLOCK_ROWS = 8  # rows per block of the row-block kernel (one per vector lane)
-_BLOCK_WIDTH = 4.0  # longest time span of a row block, in units of sigma_t
+_BLOCK_WIDTH = 4.0
+_REACH = 1.5  # row blocks bound cells up to this many cut-off radii exactly, beyond by S_n  # longest time span of a row block, in units of sigma_t
 
 
 def initial_kappa(tolerance: float) -> float:
@@ -446,13 +447,10 @@ class TruncatedBackend:
         cl.enqueue_copy(self.queue, self._ring_host, self._buf_ring)
         e = self._e_host * (2.0**-self._shift * norm)
         s_n = self._temporal(sigma_t)
-        if exp_mode:  # (a) + (b1) + (b2); the per-row kernel's ring is unscaled
-            ring = (
-                self._ring_host
-                if self._k_blocks is not None
-                else self._ring_host * math.exp(-kappa)
-            )
-            rest = ring + math.exp(-4.0 * kappa) * s_n
+        if exp_mode and self._k_blocks is not None:  # (a) + ring + beyond the reach
+            rest = self._ring_host + math.exp(-(_REACH**2) * kappa) * s_n
+        elif exp_mode:  # (a) + (b1) + (b2) of the per-row kernel
+            rest = math.exp(-kappa) * self._ring_host + math.exp(-4.0 * kappa) * s_n
         else:  # (a) + (b1 and b2 together)
             rest = math.exp(-kappa) * s_n
         omega = norm * (self._tail_host + rest) * _SAFETY
@@ -494,7 +492,7 @@ class TruncatedBackend:
             np.float64(kappa),
             np.float64(sigma_t),
             np.float64(1.0 / (2.0 * sigma_x * sigma_x)),
-            np.float64(2.0 * math.sqrt(2.0 * kappa) * sigma_x),
+            np.float64(_REACH * math.sqrt(2.0 * kappa) * sigma_x),
             np.float64(t0),
             np.float64(1.0 / sigma_t),
             np.int32(exp_mode),
