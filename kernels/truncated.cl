@@ -261,81 +261,88 @@ __kernel void truncated_model2(TRUNCATED_ARGS)
 }
 
 /* ------------------------------------------------------------------------------------------
- * Row blocks (model 1): one work-item evaluates up to eight rows of one cell that lie close in
- * time, one row per vector lane. The rows share the cell searches and every source is loaded
- * once for all of them (DESIGN.md section 2; host: hawkes_cli/engine/truncated.py).
- *
- * For each non-empty cell c within `reach` = 2 R of the block's bounding box, with v_j the
- * squared distance from row j to the cell's rectangle over 2 sigma_x^2 (so every source of c
- * has a spatial factor <= exp(-v_j)):
- *   - if v_j >= kappa for every row (ring cell), nothing is computed; every source of c
- *     older than the block's last row is bounded by exp(-v_j) times its temporal factor
- *     (sources newer than row j but older than the last row only loosen that bound);
- *   - else the sources with t_m >= tstart = min_j (t_j - sigma_t (kappa - v_j)) (over rows
- *     with v_j < kappa: the paraboloid u + v <= kappa of the exact cut-off) and t_m < t_last
- *     are summed exactly, each row masked to its own m < lo_j; the older ones are bounded by
- *     exp(-v_j) times their temporal factors (exact per-cell prefix sums).
- * Cells beyond the reach are at distance > 2 R = 2 sqrt(2 kappa) sigma_x: the host bounds
- * them with exp(-4 kappa) S_n. With exp_mode = 0 (time span > 600 sigma_t) the ring is not
- * summed (the host bounds it and the far part with exp(-kappa) S_n), the prefix sums are
- * plain weights, and the older sources of a cell are bounded by exp(-(t_j - tstart)/sigma_t).
+ * Row blocks (model 1): one work-item evaluates up to LANES rows of one grid cell (cells of
+ * size h >= R = sqrt(2 kappa) sigma_x) that lie close in time; the rows share the enumeration
+ * of cells and the searches in them, and the per-row bound factors are vectors over the rows
+ * (DESIGN.md section 2; host: hawkes_cli/engine/truncated.py). With u = (t_j - t_m)/sigma_t
+ * and v_j = (distance from row j to the cell's rectangle)^2 / (2 sigma_x^2), every source of
+ * a cell has a term <= exp(-u - v_j). For each non-empty cell within `reach` = 1.5 R of the
+ * block's bounding box:
+ *   - ring cell (v_j >= kappa for every row): nothing is computed; row j bounds the cell's
+ *     sources older than itself by exp(-v_j) times their temporal factors (prefix sums);
+ *   - otherwise, with tstart = min_j (t_j - sigma_t (kappa - v_j)) over the rows near the cell
+ *     (the paraboloid u + v <= kappa of the ideal cut-off, widened to the block): every near
+ *     row sums the sources with tstart <= t_m < t_j exactly; the older sources are bounded
+ *     sub-cell by sub-cell (4 x 4 sub-cells in the rows' own cell, 4 strips across the
+ *     separating axis in the others; per-sub-cell prefix sums from cell_prefix16); a row far
+ *     from the cell (v_j >= kappa) bounds all the cell's sources older than itself.
+ * Cells beyond the reach are at distance > 1.5 R: the host bounds them by exp(-2.25 kappa) S_n.
+ * With exp_mode = 0 (time span > 600 sigma_t) the ring is not summed (the host bounds it and
+ * the far part by exp(-kappa) S_n), the prefix sums are plain weights, and the older sources
+ * of a cell are bounded by exp(-(t_j - tstart)/sigma_t).
  * ------------------------------------------------------------------------------------------ */
+
+#define LANES 16 /* rows per block */
+typedef double16 dvec;
+typedef long16 lvec;
 
 /* An upper bound of exp(-v) for v >= 0, within 0.3 percent (alternating Taylor series of
  * 2^-f ending on a positive term, times an exact power of two); 2^-1020 below that. */
-static double8 exp_neg_upper(const double8 v)
+static dvec exp_neg_upper(const dvec v)
 {
-    const double8 y0 = v * 1.4426950408889634;
-    const double8 y = y0 > 1020.0 ? (double8)1020.0 : (y0 < 0.0 ? (double8)0.0 : y0);
-    const double8 shifted = y + 6755399441055744.0; /* 1.5 * 2^52: round to integer */
-    const double8 r = shifted - 6755399441055744.0;
-    const long8 up = r > y;                          /* -1 where rounded up */
-    const double8 f = y - (r + (up ? (double8)-1.0 : (double8)0.0)); /* in [0, 1) */
-    const double8 z = f * 0.6931471805599453;
-    const double8 p = 1.0 - z * (1.0 - z * (0.5 - z * (0.16666666666666669 - z * 0.041666666666666671)));
-    const long8 n = (as_long8(shifted) - as_long8((double8)6755399441055744.0)) + up;
-    return as_double8(as_long8(p * 1.0000000001) - (n << 52));
+    const dvec y0 = v * 1.4426950408889634;
+    const dvec y = y0 > 1020.0 ? (dvec)1020.0 : (y0 < 0.0 ? (dvec)0.0 : y0);
+    const dvec shifted = y + 6755399441055744.0; /* 1.5 * 2^52: round to integer */
+    const dvec r = shifted - 6755399441055744.0;
+    const lvec up = r > y;                          /* -1 where rounded up */
+    const dvec f = y - (r + (up ? (dvec)-1.0 : (dvec)0.0)); /* in [0, 1) */
+    const dvec z = f * 0.6931471805599453;
+    const dvec p = 1.0 - z * (1.0 - z * (0.5 - z * (0.16666666666666669 - z * 0.041666666666666671)));
+    const lvec n = (as_long16(shifted) - as_long16((dvec)6755399441055744.0)) + up;
+    return as_double16(as_long16(p * 1.0000000001) - (n << 52));
 }
 
 /* scalar exp_neg_upper */
 static double exp_neg_upper1(const double v)
 {
-    return exp_neg_upper((double8)v).s0;
+    return exp_neg_upper((dvec)v).s0;
 }
 
-static double8 sq8(const double8 v)
+static dvec sq(const dvec v)
 {
     return v * v;
 }
 
-static double hmin8d(const double8 v)
+static double hmin(const dvec w)
 {
+    const double8 v = w.lo < w.hi ? w.lo : w.hi;
     const double4 a = v.lo < v.hi ? v.lo : v.hi;
     const double2 b = a.lo < a.hi ? a.lo : a.hi;
     return b.lo < b.hi ? b.lo : b.hi;
 }
 
-static double hmax8d(const double8 v)
+static double hmax(const dvec w)
 {
+    const double8 v = w.lo > w.hi ? w.lo : w.hi;
     const double4 a = v.lo > v.hi ? v.lo : v.hi;
     const double2 b = a.lo > a.hi ? a.lo : a.hi;
     return b.lo > b.hi ? b.lo : b.hi;
 }
 
 /* per-lane distance from points p to the interval [a, a + h], >= 0 */
-static double8 gap8(const double8 p, const double a, const double h)
+static dvec gap(const dvec p, const double a, const double h)
 {
-    const double8 below = a - p, above = p - (a + h);
-    const double8 m = below > above ? below : above;
-    return m > 0.0 ? m : (double8)0.0;
+    const dvec below = a - p, above = p - (a + h);
+    const dvec m = below > above ? below : above;
+    return m > 0.0 ? m : (dvec)0.0;
 }
 
 /*
  * 2^y for -2^21 < y <= shift, as exp2_neg in hawkes.cl but without clamping y first: the
  * range reduction is exact on that whole range, the exponent arithmetic wraps (unsigned) where
  * y is below the smallest normal number, and those lanes are set to 0 at the end. In the
- * truncated sums |y| stays below 8 kappa log2(e) + shift (3 x 3 cells of size >= R, kappa <=
- * 740), so four operations per eight terms are saved.
+ * row blocks a row and a source are at most a few cells of size R apart, so |y| stays below a
+ * few tens of kappa log2(e) (kappa <= 740); four operations per eight terms are saved.
  */
 #if REAL_IS_DOUBLE
 static real8 exp2_trunc(const real8 y)
@@ -376,9 +383,9 @@ static real8 exp2_trunc(const real8 y)
 }
 #endif
 
-union lanes8 {
-    double8 v;
-    double a[8];
+union lanes {
+    dvec v;
+    double a[LANES];
 };
 
 /*
@@ -438,7 +445,7 @@ __kernel void truncated_blocks(
     /* cells and grid */
     __global const long *ckey, __global const int *cbeg, const int ncells, const double x0,
     const double y0, const double h,
-    /* blocks: eight event indices each, in time order; ~r marks a padding lane (a copy of
+    /* blocks: LANES event indices each, in time order; ~r marks a padding lane (a copy of
      * row r, evaluated but not stored) */
     __global const int *brow, const int nblocks, const int row0,
     /* parameters */
@@ -451,46 +458,48 @@ __kernel void truncated_blocks(
     if (b >= nblocks) {
         return;
     }
-    const int8 rv = *(__global const int8 *)(brow + 8 * b);
-    union lanes8 ut, ux, uy, ua;
-    int rows[8], valid[8];
-#define GATHER_ROW(j)                                                                          \
-    valid[j] = rv.s##j >= 0;                                                                   \
-    rows[j] = valid[j] ? rv.s##j : ~rv.s##j;                                                   \
-    ut.a[j] = td[rows[j]];                                                                     \
-    ux.a[j] = xd[rows[j]];                                                                     \
-    uy.a[j] = yd[rows[j]];
-    GATHER_ROW(0) GATHER_ROW(1) GATHER_ROW(2) GATHER_ROW(3)
-    GATHER_ROW(4) GATHER_ROW(5) GATHER_ROW(6) GATHER_ROW(7)
+    const int16 rv = *(__global const int16 *)(brow + LANES * b);
+    union lanes ut, ux, uy, ua;
+    int rows[LANES], valid[LANES];
+#define GATHER_ROW(j, n)                                                                       \
+    valid[n] = rv.s##j >= 0;                                                                   \
+    rows[n] = valid[n] ? rv.s##j : ~rv.s##j;                                                   \
+    ut.a[n] = td[rows[n]];                                                                     \
+    ux.a[n] = xd[rows[n]];                                                                     \
+    uy.a[n] = yd[rows[n]];
+    GATHER_ROW(0, 0) GATHER_ROW(1, 1) GATHER_ROW(2, 2) GATHER_ROW(3, 3)
+    GATHER_ROW(4, 4) GATHER_ROW(5, 5) GATHER_ROW(6, 6) GATHER_ROW(7, 7)
+    GATHER_ROW(8, 8) GATHER_ROW(9, 9) GATHER_ROW(a, 10) GATHER_ROW(b, 11)
+    GATHER_ROW(c, 12) GATHER_ROW(d, 13) GATHER_ROW(e, 14) GATHER_ROW(f, 15)
 #undef GATHER_ROW
-    int nrows = 8; /* padding lanes are at the end */
+    int nrows = LANES; /* padding lanes are at the end */
     while (nrows > 1 && !valid[nrows - 1]) {
         --nrows;
     }
-    const double8 tn = ut.v, xn = ux.v, yn = uy.v;
+    const dvec tn = ut.v, xn = ux.v, yn = uy.v;
     const double t_first = ut.a[0], t_last = ut.a[nrows - 1];
     const double inv_h = 1.0 / h, hq = 0.25 * h;
-    const long ix0 = (long)floor((hmin8d(xn) - reach - x0) * inv_h);
-    const long ix1 = (long)floor((hmax8d(xn) + reach - x0) * inv_h);
-    const long iy0 = (long)floor((hmin8d(yn) - reach - y0) * inv_h);
-    const long iy1 = (long)floor((hmax8d(yn) + reach - y0) * inv_h);
-    union lanes8 ut_tail, ur_ring;
-    ur_ring.v = (double8)0.0;
-    ut_tail.v = (double8)0.0;
-    ua.v = (double8)0.0;
+    const long ix0 = (long)floor((hmin(xn) - reach - x0) * inv_h);
+    const long ix1 = (long)floor((hmax(xn) + reach - x0) * inv_h);
+    const long iy0 = (long)floor((hmin(yn) - reach - y0) * inv_h);
+    const long iy1 = (long)floor((hmax(yn) + reach - y0) * inv_h);
+    union lanes ut_tail, ur_ring;
+    ur_ring.v = (dvec)0.0;
+    ut_tail.v = (dvec)0.0;
+    ua.v = (dvec)0.0;
     for (long ox = ix0; ox <= ix1; ++ox) {
         const long kbase = ox * KEY_STRIDE;
         const double cxa = x0 + (double)ox * h;
-        const double8 gx = gap8(xn, cxa, h);
+        const dvec gx = gap(xn, cxa, h);
         for (int c = lower_bound_long(ckey, 0, ncells, kbase + iy0);
              c < ncells && ckey[c] <= kbase + iy1; ++c) {
             const double cya = y0 + (double)(ckey[c] - kbase) * h;
-            const double8 gy = gap8(yn, cya, h);
-            const double8 v = (gx * gx + gy * gy) * vscale;
+            const dvec gy = gap(yn, cya, h);
+            const dvec v = (gx * gx + gy * gy) * vscale;
             const int cb = cbeg[c], ce = cbeg[c + 1];
-            if (hmin8d(v) >= kappa) { /* ring cell: bound only, each row its own past */
+            if (hmin(v) >= kappa) { /* ring cell: bound only, each row its own past */
                 if (exp_mode) {
-                    union lanes8 uf;
+                    union lanes uf;
                     uf.v = exp_neg_upper(v);
                     int er = lower_bound_time(std, cb, ce, t_first);
                     for (int j = 0; j < nrows; ++j) {
@@ -502,29 +511,29 @@ __kernel void truncated_blocks(
                 }
                 continue;
             }
-            union lanes8 uf; /* only needed for rows far from the cell */
-            uf.v = hmax8d(v) >= kappa ? exp_neg_upper(v) : (double8)0.0;
-            union lanes8 uts;
-            uts.v = v < kappa ? tn - sigma_t * (kappa - v) : (double8)INFINITY;
-            const double tstart = hmin8d(uts.v);
+            union lanes uf; /* only needed for rows far from the cell */
+            uf.v = hmax(v) >= kappa ? exp_neg_upper(v) : (dvec)0.0;
+            union lanes uts;
+            uts.v = v < kappa ? tn - sigma_t * (kappa - v) : (dvec)INFINITY;
+            const double tstart = hmin(uts.v);
             const int s = lower_bound_time(std, cb, ce, tstart);
             /* sources of the cell before s, into the bound of the rows near the cell, sub-cell
              * by sub-cell: sum_q P_q exp(-v_q) with separable exp(-v_q) = fx_a fy_b */
-            if (hmax8d(v) > 0.0 && pre[s + c] > 0.0) {
+            if (hmax(v) > 0.0 && pre[s + c] > 0.0) {
                 /* not the rows' own cell: four strips across the axis that separates */
                 const double16 P = *(__global const double16 *)(pre16 + 16 * (s + c));
-                double8 sub;
-                if (hmax8d(gx) > 0.0) {
-                    const double8 fy = exp_neg_upper(gy * gy * vscale);
+                dvec sub;
+                if (hmax(gx) > 0.0) {
+                    const dvec fy = exp_neg_upper(gy * gy * vscale);
 #define STRIP(a, p0, p1, p2, p3)                                                               \
-    (exp_neg_upper(sq8(gap8(xn, cxa + (a) * hq, hq)) * vscale) * (P.p0 + P.p1 + P.p2 + P.p3))
+    (exp_neg_upper(sq(gap(xn, cxa + (a) * hq, hq)) * vscale) * (P.p0 + P.p1 + P.p2 + P.p3))
                     sub = fy * (STRIP(0.0, s0, s1, s2, s3) + STRIP(1.0, s4, s5, s6, s7) +
                                 STRIP(2.0, s8, s9, sa, sb) + STRIP(3.0, sc, sd, se, sf));
 #undef STRIP
                 } else {
-                    const double8 fx = exp_neg_upper(gx * gx * vscale);
+                    const dvec fx = exp_neg_upper(gx * gx * vscale);
 #define STRIP(b, p0, p1, p2, p3)                                                               \
-    (exp_neg_upper(sq8(gap8(yn, cya + (b) * hq, hq)) * vscale) * (P.p0 + P.p1 + P.p2 + P.p3))
+    (exp_neg_upper(sq(gap(yn, cya + (b) * hq, hq)) * vscale) * (P.p0 + P.p1 + P.p2 + P.p3))
                     sub = fx * (STRIP(0.0, s0, s4, s8, sc) + STRIP(1.0, s1, s5, s9, sd) +
                                 STRIP(2.0, s2, s6, sa, se) + STRIP(3.0, s3, s7, sb, sf));
 #undef STRIP
@@ -532,23 +541,23 @@ __kernel void truncated_blocks(
                 if (!exp_mode) {
                     sub *= exp_neg_upper((tn - tstart) * inv_sigma_t);
                 }
-                ut_tail.v += v < kappa ? sub : (double8)0.0;
-            } else if (hmax8d(v) == 0.0 && pre[s + c] > 0.0) {
+                ut_tail.v += v < kappa ? sub : (dvec)0.0;
+            } else if (hmax(v) == 0.0 && pre[s + c] > 0.0) {
                 const double16 P = *(__global const double16 *)(pre16 + 16 * (s + c));
-                const double8 fy0 = exp_neg_upper(sq8(gap8(yn, cya, hq)) * vscale);
-                const double8 fy1 = exp_neg_upper(sq8(gap8(yn, cya + hq, hq)) * vscale);
-                const double8 fy2 = exp_neg_upper(sq8(gap8(yn, cya + 2.0 * hq, hq)) * vscale);
-                const double8 fy3 = exp_neg_upper(sq8(gap8(yn, cya + 3.0 * hq, hq)) * vscale);
+                const dvec fy0 = exp_neg_upper(sq(gap(yn, cya, hq)) * vscale);
+                const dvec fy1 = exp_neg_upper(sq(gap(yn, cya + hq, hq)) * vscale);
+                const dvec fy2 = exp_neg_upper(sq(gap(yn, cya + 2.0 * hq, hq)) * vscale);
+                const dvec fy3 = exp_neg_upper(sq(gap(yn, cya + 3.0 * hq, hq)) * vscale);
 #define SUBROW(a, p0, p1, p2, p3)                                                              \
-    (exp_neg_upper(sq8(gap8(xn, cxa + (a) * hq, hq)) * vscale) *                                \
+    (exp_neg_upper(sq(gap(xn, cxa + (a) * hq, hq)) * vscale) *                                \
      (P.p0 * fy0 + P.p1 * fy1 + P.p2 * fy2 + P.p3 * fy3))
-                double8 sub = SUBROW(0.0, s0, s1, s2, s3) + SUBROW(1.0, s4, s5, s6, s7) +
+                dvec sub = SUBROW(0.0, s0, s1, s2, s3) + SUBROW(1.0, s4, s5, s6, s7) +
                               SUBROW(2.0, s8, s9, sa, sb) + SUBROW(3.0, sc, sd, se, sf);
 #undef SUBROW
                 if (!exp_mode) { /* plain weights: the sources are older than tstart */
                     sub *= exp_neg_upper((tn - tstart) * inv_sigma_t);
                 }
-                ut_tail.v += v < kappa ? sub : (double8)0.0;
+                ut_tail.v += v < kappa ? sub : (dvec)0.0;
             }
             /* row by row (rows in time order share the searches): sources [s, e_j) exactly */
             int er = lower_bound_time(std, s, ce, t_first);
@@ -575,8 +584,8 @@ __kernel void truncated_blocks(
             }
         }
     }
-    union lanes8 us, ur;
-    us.v = ut_tail.v * (exp_mode ? exp_neg_upper((tn - t0) * inv_sigma_t) : (double8)1.0);
+    union lanes us, ur;
+    us.v = ut_tail.v * (exp_mode ? exp_neg_upper((tn - t0) * inv_sigma_t) : (dvec)1.0);
     ur.v = ur_ring.v * exp_neg_upper((tn - t0) * inv_sigma_t);
     for (int j = 0; j < nrows; ++j) {
         const int r = rows[j] - row0;

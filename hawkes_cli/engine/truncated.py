@@ -71,9 +71,9 @@ _KAPPA_MAX = 740.0  # exp(-740) underflows: beyond this nothing more can be gain
 _TIGHTEN_MARGIN = 0.25  # kappa added beyond the bound's exp(-kappa) prediction
 _SAFETY = 1.0 + 1e-8  # rounding of the bound's own arithmetic (prefix sums, exp)
 _INDEX_CACHE = 2
-_BLOCK_ROWS = 8  # rows per block of the row-block kernel (one per vector lane)
-_BLOCK_WIDTH = 4.0
-_REACH = 1.5  # row blocks bound cells up to this many cut-off radii exactly, beyond by S_n  # longest time span of a row block, in units of sigma_t
+_BLOCK_ROWS = 16  # rows per block of the row-block kernel (LANES in truncated.cl)
+_BLOCK_WIDTH = 8.0  # longest time span of a row block, in units of sigma_t
+_REACH = 1.5  # row blocks bound cells up to this many cut-off radii exactly, beyond by S_n
 
 
 def initial_kappa(tolerance: float) -> float:
@@ -665,13 +665,14 @@ def row_blocks(
 ) -> np.ndarray:
     """Group the rows ``[row_start, row_stop)`` into blocks for the row-block kernel.
 
-    A block holds up to eight rows of one grid cell whose times fall in one bin of ``width``
-    (time units, from the first event time), in time order. Unused lanes hold ``~r`` for the
-    block's first row ``r`` (a copy the kernel evaluates but does not store).
+    A block holds up to ``_BLOCK_ROWS`` (16) consecutive rows of one grid cell, in time order;
+    where those would span more than ``width`` (time units), the cell's rows are grouped by
+    bins of ``width`` instead. Unused lanes hold ``~r`` for the block's first row ``r`` (a copy
+    the kernel evaluates but does not store).
 
     Returns
     -------
-    (nblocks, 8) int32
+    (nblocks, 16) int32
         Event index of each lane; blocks of fuller cells first, then by (cell, time).
     """
     o = index.order
@@ -680,7 +681,7 @@ def row_blocks(
     rows = o[mine]
     if rows.size == 0:
         return np.zeros((0, _BLOCK_ROWS), dtype=np.int32)
-    # eight consecutive rows of a cell per block; a block spanning more than `width` in time
+    # consecutive rows of a cell per block; a block spanning more than `width` in time
     # is broken up by bins of `width` instead
     cell = cell[mine]
     t = time[rows]
