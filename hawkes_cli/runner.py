@@ -255,14 +255,16 @@ class _Chain:
                 self.pin(command[1])
                 self.boundary_stop(stop)
             elif kind == "restore":
-                self.restore_locations(command[1])
+                self.restore(command[1], command[2])
             elif kind == "done":
                 return
             else:  # pragma: no cover - protocol error
                 raise RuntimeError(f"unknown command {command!r}")
 
-    def restore_locations(self, loc_state: dict | None) -> None:
-        """Redo the last location draw of a checkpoint (or keep the file's locations)."""
+    def restore(self, loc_state: dict | None, truncation: dict | None) -> None:
+        """Continue from a checkpoint: the truncation's cut-off, then the last location draw
+        (or the file's locations)."""
+        self.lik.restore_truncation(truncation)
         if loc_state is not None:
             self.loc_rng.bit_generator.state = loc_state
             self.redraw_locations()
@@ -339,8 +341,8 @@ def _drive(chain: _Chain, stop: StopFlag, overwrite: bool, on_progress) -> Chain
             start = int(checkpoint["iteration"])
             chain.rng.bit_generator.state = checkpoint["rng"]
             state = SamplerState.from_json(checkpoint["sampler"])
-            chain.announce("restore", checkpoint.get("loc_rng"))
-            chain.restore_locations(checkpoint.get("loc_rng"))
+            chain.announce("restore", checkpoint.get("loc_rng"), checkpoint.get("truncation"))
+            chain.restore(checkpoint.get("loc_rng"), checkpoint.get("truncation"))
             current = (float(checkpoint["loglik"]), float(checkpoint["logprior"]))
             log.info("chain %d: resuming at iteration %d", chain.chain_id, start)
         else:
@@ -432,6 +434,7 @@ def _commit(chain: _Chain, writer, state, current, iteration: int) -> None:
             "sampler": state.to_json(),
             "rng": chain.rng.bit_generator.state,
             "loc_rng": chain.loc_state,
+            "truncation": chain.lik.truncation_state(),
             "loglik": current[0],
             "logprior": current[1],
             "finished": iteration >= chain.config.sampler.iterations,

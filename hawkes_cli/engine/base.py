@@ -18,8 +18,9 @@ from __future__ import annotations
 import logging
 import math
 from collections import OrderedDict
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 from scipy.special import ndtr
@@ -104,6 +105,9 @@ class BoundedPairBackend(PairBackend, Protocol):
     def trigger_bounded(self, sigma_x: float, sigma_t: float) -> tuple[np.ndarray, np.ndarray]:
         """(E~, omega) for the rows: truncated E and ``omega_n >= E_n - E~_n >= 0``."""
         ...
+
+    kappa: float
+    """Current cut-off exponent (only grows; part of a chain's checkpoint)."""
 
     def tighten(self, excess: float) -> bool:
         """Omit less from now on (the realised bound was ``excess`` times the tolerance);
@@ -223,6 +227,18 @@ class Likelihood:
         """New locations for all events; the trigger cache is dropped."""
         self.backend.set_locations(x, y)
         self._e_cache.clear()
+
+    def truncation_state(self) -> dict | None:
+        """What a checkpoint needs to continue bit for bit: the truncation's cut-off (None for
+        exact backends). Pair sums already cached were all computed at this cut-off, since
+        tightening drops them."""
+        return {"kappa": float(self.backend.kappa)} if self._bounded else None
+
+    def restore_truncation(self, state: Mapping[str, Any] | None) -> None:
+        """Continue from :meth:`truncation_state` (same on every rank); ignored when exact."""
+        if self._bounded and state is not None:
+            self.backend.kappa = float(state["kappa"])
+            self._e_cache.clear()
 
     def clear_cache(self) -> None:
         """Forget cached B and E, so the next evaluation runs both pair passes."""
