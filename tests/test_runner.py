@@ -16,8 +16,8 @@ import yaml
 
 from hawkes_cli.config import load_config
 from hawkes_cli.data import save_events
-from hawkes_cli.model import PARAM_NAMES, Params
 from hawkes_cli.engine.truncated import initial_kappa
+from hawkes_cli.model import PARAM_NAMES, Params
 from hawkes_cli.runner import StopFlag, chain_path, run_chain
 from hawkes_cli.simulate import DensityGrid, simulate
 from hawkes_cli.storage import read_chain, read_sidecar, sidecar_path
