@@ -9,7 +9,7 @@ else has a default::
     sampler:  {kind: univariate, iterations: 20000, warmup: 1000, thin: 1, seed: 1,
                resample_every: 0, target_accept: null, initial: {}, initial_scale: 0.1}
     chains:   {count: 30, gpus_per_chain: 4, chains_per_node: 2, gpus_per_node: 8}
-    engine:   {backend: opencl, precision: float32, device: null, tolerance: 0.0}
+    engine:   {backend: opencl, precision: float32, device: null, tolerance: 1.0e-6}
     output:   {run_dir: runs/covid-m1, commit_every: 100}
     slurm:    {partition: gpu, time: "24:00:00", account: null, qos: null, extra: {},
                requeue_budget: 10, signal_seconds: 300}
@@ -49,10 +49,10 @@ from .errors import ConfigError
 from .model import MODELS, PARAM_NAMES
 from .priors import Prior, parse_priors
 
-#: Default ``engine.tolerance``: 0, the exact pair sum. Truncation (e.g. 1e-6) is opt-in while
-#: its cut-off (which may tighten during a run) is not part of the checkpoint: a chain resumed
-#: with tolerance > 0 stays within the tolerance of the exact one but is not bit-for-bit.
-DEFAULT_TOLERANCE = 0.0
+#: Default ``engine.tolerance``: the truncated trigger with a log-likelihood within 1e-6 relative
+#: of the exact pair sum at every evaluation (its cut-off is part of the checkpoint, so resumed
+#: chains are bit for bit); 0 asks for the exact pair sum.
+DEFAULT_TOLERANCE = 1e-6
 
 log = logging.getLogger(__name__)
 

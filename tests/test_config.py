@@ -537,7 +537,7 @@ def test_covid_configs_match_the_paper(kind):
 
 def test_engine_tolerance_default_and_values(tmp_path):
     cfg = from_text(with_section("engine", "backend: opencl"), tmp_path)
-    assert cfg.engine.tolerance == 0.0  # exact by default; truncation is opt-in
+    assert cfg.engine.tolerance == 1e-6  # truncated within 1e-6 by default; 0 is exact
     assert from_text(with_section("engine", "tolerance: 0"), tmp_path).engine.tolerance == 0.0
     assert from_text(with_section("engine", "tolerance: 1.0e-4"), tmp_path).engine.tolerance == 1e-4
     again = from_text(cfg.to_yaml(), tmp_path)

@@ -45,7 +45,7 @@ def write_config(tmp_path: Path, events: Path, name: str = "run", **over) -> Pat
         "sampler": {"kind": "univariate", "iterations": 300, "warmup": 100, "seed": 7,
                     "resample_every": 40},
         "chains": {"count": 2},
-        "engine": {"backend": "opencl", "precision": "float64"},
+        "engine": {"backend": "opencl", "precision": "float64", "tolerance": 0.0},
         "output": {"run_dir": str(tmp_path / name), "commit_every": 20},
     }  # fmt: skip
     for key, value in over.items():

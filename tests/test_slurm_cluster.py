@@ -91,7 +91,7 @@ def write_config(root: Path, events: Path, name: str, **over) -> Path:
             "resample_every": 40,
         },
         "chains": {"count": 4, "gpus_per_chain": 2, "chains_per_node": 2, "gpus_per_node": 4},
-        "engine": {"backend": "opencl", "precision": "float64"},
+        "engine": {"backend": "opencl", "precision": "float64", "tolerance": 0.0},
         "output": {"run_dir": str(root / name), "commit_every": 20},
         "slurm": {"time": "00:10:00", "signal_seconds": 60, "requeue_budget": 3},
     }
