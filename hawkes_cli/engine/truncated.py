@@ -19,8 +19,9 @@ Write the trigger of row n as ``E_n = c * sum_{m < lo_n} a_nm`` with
 Two cut-offs: a time window ``Tc = kappa * sigma_t`` and a radius ``R_m = sqrt(2 kappa) s_m``.
 Sources are sorted into a uniform grid per *level* (model 2: level ``l_m = ceil(log2(
 sqrt(D_max / D_m)))``, so ``R_m <= h_l`` for the level's cell size ``h_l``; model 1: one level).
-Row n sums exactly every source of the 3 x 3 cells around it (in every level) with
-``t_m >= t_n - Tc``. Every other source is either
+
+Model 2 (per-row kernel): row n sums exactly every source of the 3 x 3 cells around it (in
+every level) with ``t_m >= t_n - Tc``. Every other source is either
 
 (a) in a visited cell but older than ``t_n - Tc``: ``a_nm <= w_m exp(-(t_n - t_m)/sigma_t)``
     (the spatial factor is <= 1); the kernel adds these bounds *exactly* from per-cell prefix
@@ -30,7 +31,17 @@ Row n sums exactly every source of the 3 x 3 cells around it (in every level) wi
     exp(-(t_n - t_m)/sigma_t)``, and the sum over all such m is below ``exp(-kappa) S_n`` with
     ``S_n = sum_{m < lo_n} w_m exp(-(t_n - t_m)/sigma_t)`` (O(N), computed on the host).
 
-So the omitted part of ``E_n`` is ``0 <= omega_n <= c (tail_n + exp(-kappa) S_n)`` (times
+Model 1 (row-block kernel, ``truncated_blocks`` in ``kernels/truncated.cl``): up to 16 rows of
+one cell within 8 ``sigma_t`` share the enumeration of cells and their searches. The same
+inequality is used with the distance ``d`` from the row to a cell's (or sub-cell's) rectangle:
+every source there has ``a_nm <= exp(-(t_n - t_m)/sigma_t) exp(-d^2 / (2 sigma_x^2))``. A row
+sums exactly the sources of cells nearer than ``R`` that are newer than the block's
+``min_j (t_j - sigma_t (kappa - d_j^2 / (2 sigma_x^2)))`` (the paraboloid ``u + v <= kappa``
+of the ideal cut-off, widened to the block); the older ones of those cells are bounded by
+sub-cell (4 x 4 sub-cells in the rows' own cell, 4 strips in the others), cells between ``R``
+and ``1.5 R`` by their own distance, and everything farther by ``exp(-2.25 kappa) S_n``.
+
+So the omitted part of ``E_n`` is ``0 <= omega_n <= c (tail_n + ring_n + far_n)`` (times
 ``1 + 1e-8`` for rounding of the bound itself). The truncated rate ``lam~_n = lambda_n -
 xi0 omega_n`` is never above the true one, and::
 
@@ -40,7 +51,8 @@ which :class:`~hawkes_cli.engine.base.Likelihood` computes for every evaluation 
 reduces over ranks. ``tolerance`` is relative: when the realised bound exceeds
 ``tolerance * |ell~|``, the likelihood asks :meth:`TruncatedBackend.tighten` for a larger
 ``kappa`` and recomputes ``E`` (collectively), until it holds or nothing is omitted any more.
-``kappa`` only grows, so an MCMC run settles after its first evaluations. When the cut-offs
+``kappa`` only grows, so an MCMC run settles after its first evaluations, and it is part of a
+chain's checkpoint (:meth:`~hawkes_cli.engine.base.Likelihood.truncation_state`). When the cut-offs
 exceed the data (``Tc`` >= time span and every level's cells >= the extent), the exact kernel
 runs and the bound is 0 ("pair sum"): huge lengthscales cost no more than the exact engine.
 The working-precision rounding (float32) is separate from this bound, as for the exact engine.
