@@ -585,7 +585,9 @@ class TruncatedBackend:
         """
         if self.kappa >= _KAPPA_MAX:
             return False
-        step = max(_TIGHTEN_MARGIN, math.log(max(excess, 1.0)) + _TIGHTEN_MARGIN)
+        # half the exp(-kappa) prediction: the bound often falls faster than exp(-kappa) (the
+        # cells grow with kappa), and kappa never comes down again
+        step = 0.5 * math.log(max(excess, 1.0)) + _TIGHTEN_MARGIN
         self.kappa = min(self.kappa + step, _KAPPA_MAX)
         log.info("truncation: realised bound %.3g x tolerance; kappa -> %.4g", excess, self.kappa)
         return True
