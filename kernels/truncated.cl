@@ -349,12 +349,6 @@ static dvec exp_neg_upper(const dvec v)
     return as_double16(as_long16(p * 1.0000000001) - (n << 52));
 }
 
-/* scalar exp_neg_upper */
-static double exp_neg_upper1(const double v)
-{
-    return exp_neg_upper((dvec)v).s0;
-}
-
 static dvec sq(const dvec v)
 {
     return v * v;
