@@ -131,6 +131,14 @@ def run(verbose: int) -> None:
     help="Relative log-likelihood error allowed from truncating the trigger (OpenCL; "
     "bound checked at every evaluation); 0: exact pair sum.",
 )
+@click.option(
+    "--background",
+    type=click.Choice(["auto", "pairs"]),
+    default="auto",
+    show_default=True,
+    help="auto: the background once per distinct time (the day lattice); pairs: force the "
+    "plain pair sum over all events (OpenCL).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def loglik_cmd(
     events: Path,
@@ -142,6 +150,7 @@ def loglik_cmd(
     window_end: float | None,
     device: str | None,
     tolerance: float,
+    background: str,
     as_json: bool,
 ) -> None:
     """Log-likelihood of EVENTS (CSV or HDF5) at the given parameters.
@@ -169,6 +178,7 @@ def loglik_cmd(
         device=device,
         window_end=window_end,
         tolerance=tolerance,
+        background=background,
     )
     if engine_name == "opencl":  # the first launch JIT-compiles work-group code (PoCL): warm up
         lik.loglik(p)

@@ -9,7 +9,8 @@ else has a default::
     sampler:  {kind: univariate, iterations: 20000, warmup: 1000, thin: 1, seed: 1,
                resample_every: 0, target_accept: null, initial: {}, initial_scale: 0.1}
     chains:   {count: 30, gpus_per_chain: 4, chains_per_node: 2, gpus_per_node: 8}
-    engine:   {backend: opencl, precision: float32, device: null, tolerance: 1.0e-6}
+    engine:   {backend: opencl, precision: float32, device: null, tolerance: 1.0e-6,
+               background: auto}
     output:   {run_dir: runs/covid-m1, commit_every: 100}
     slurm:    {partition: gpu, time: "24:00:00", account: null, qos: null, extra: {},
                requeue_budget: 10, signal_seconds: 300}
@@ -71,6 +72,7 @@ SECTIONS: tuple[str, ...] = (
 SAMPLER_KINDS: tuple[str, ...] = ("univariate", "block")
 BACKENDS: tuple[str, ...] = ("opencl", "reference")
 PRECISIONS: tuple[str, ...] = ("float32", "float64")
+BACKGROUNDS: tuple[str, ...] = ("auto", "pairs")  # as hawkes_cli.engine.base.BACKGROUNDS
 
 KEYS: dict[str, tuple[str, ...]] = {
     "data": ("events", "area", "counties", "window_end"),
@@ -88,7 +90,7 @@ KEYS: dict[str, tuple[str, ...]] = {
         "initial_scale",
     ),
     "chains": ("count", "gpus_per_chain", "chains_per_node", "gpus_per_node"),
-    "engine": ("backend", "precision", "device", "tolerance"),
+    "engine": ("backend", "precision", "device", "tolerance", "background"),
     "output": ("run_dir", "commit_every"),
     "slurm": (
         "partition",
@@ -280,12 +282,16 @@ class EngineConfig:
         0 is the exact pair sum; ``T > 0`` skips pair terms that are provably negligible and
         guarantees ``|ell~ - ell| <= T |ell~|`` at every evaluation (see
         :mod:`hawkes_cli.engine.truncated`; the reference backend is always exact).
+    background
+        ``"auto"``: the background once per distinct time (exact; cheap on a day lattice);
+        ``"pairs"``: force the plain pair sum over all events (OpenCL; to check the former).
     """
 
     backend: str = "opencl"
     precision: str = "float32"
     device: str | None = None
     tolerance: float = DEFAULT_TOLERANCE
+    background: str = "auto"
 
 
 @dataclass(frozen=True)
@@ -402,6 +408,7 @@ class Config:
                 "precision": e.precision,
                 "device": e.device,
                 "tolerance": e.tolerance,
+                "background": e.background,
             },
             "output": {"run_dir": str(o.run_dir), "commit_every": o.commit_every},
             "slurm": {
@@ -697,6 +704,7 @@ def _engine(raw: Any, where: str) -> EngineConfig:
             "device", None, hint=' such as "0:1", "gpu" or a name fragment (quote it)'
         ),
         tolerance=_tolerance(sec),
+        background=sec.choice("background", "auto", BACKGROUNDS),
     )
 
 

@@ -189,6 +189,7 @@ class _Chain:
             device=config.engine.device,
             window_end=config.data.window_end,
             tolerance=config.engine.tolerance,
+            background=config.engine.background,
             balance=(init["sigma_x"], init["sigma_t"]),
         )
         self.priors = [config.priors[name] for name in PARAM_NAMES]

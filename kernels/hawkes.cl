@@ -221,3 +221,35 @@ __kernel void background(__global const real *tu, __global const real *c, const 
     acc += HSUM8(keep);
     out[g] = acc;
 }
+
+/*
+ * Background as the plain pair sum over all events (engine.background: pairs), to check the
+ * per-distinct-time form: row i gets sum_m 2^(-(t_i - t_m)^2 kb) over every m outside i's tie
+ * group [lo[i], hi[i]) (the tie rule, by index, so it holds for any times); t padded by 8.
+ */
+__kernel void background_pairs(__global const real *t, const int n, __global const int *lo,
+                               __global const int *hi, const int row0, const int nrows,
+                               const real kb, const real shift, __global double *out)
+{
+    const int g = get_global_id(0);
+    if (g >= nrows) {
+        return;
+    }
+    const int i = row0 + g;
+    const real ti = t[i];
+    const real8 lane = (real8)(0, 1, 2, 3, 4, 5, 6, 7);
+    const real a = (real)lo[i], b = (real)hi[i], end = (real)n;
+    double acc = 0.0;
+    for (int blk = 0; blk < n; blk += BLOCK) {
+        const int stop = min(blk + BLOCK, n);
+        real8 s = (real8)0;
+        for (int m = blk; m < stop; m += 8) {
+            const real8 dt = ti - LOAD8(t, m);
+            const real8 v = exp2_neg(shift - (dt * dt) * kb);
+            const real8 pos = lane + (real)m;
+            s += ((pos < a || pos >= b) && pos < end) ? v : (real8)0;
+        }
+        acc += HSUM8(s);
+    }
+    out[g] = acc;
+}

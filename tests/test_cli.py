@@ -119,6 +119,22 @@ def test_loglik_opencl_float32_json(sim):
     assert out["loglik"] != want
 
 
+@pytest.mark.opencl
+def test_loglik_forced_pair_sum_background_and_truncation(sim):
+    """--background pairs and --tolerance: the path says what ran; values within the bound."""
+    path, want, _ = sim
+    proc = run(
+        script("hawkes-run"), "loglik", path, "--precision", "float64", "--background", "pairs",
+        "--tolerance", "1e-6", *PARAM_ARGS, "--json",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert "background: pair sum (forced" in out["path"]
+    assert "trigger: " in out["path"] and out["tolerance"] == 1e-6
+    assert abs(out["loglik"] - want) <= out["error_bound"] + 1e-10 * abs(want)
+    assert out["error_bound"] <= 1e-6 * abs(out["loglik"])
+
+
 def test_loglik_csv_with_area_and_window(sim, csv_file):
     path, _, n = sim
     data = load_events(path)

@@ -538,6 +538,12 @@ def test_covid_configs_match_the_paper(kind):
 def test_engine_tolerance_default_and_values(tmp_path):
     cfg = from_text(with_section("engine", "backend: opencl"), tmp_path)
     assert cfg.engine.tolerance == 1e-6  # truncated within 1e-6 by default; 0 is exact
+    assert cfg.engine.background == "auto"
+    assert from_text(with_section("engine", "background: pairs"), tmp_path).engine.background == (
+        "pairs"
+    )
+    with pytest.raises(ConfigError, match=r"engine\.background: expected one of auto, pairs"):
+        from_text(with_section("engine", "background: lattice"), tmp_path)
     assert from_text(with_section("engine", "tolerance: 0"), tmp_path).engine.tolerance == 0.0
     assert from_text(with_section("engine", "tolerance: 1.0e-4"), tmp_path).engine.tolerance == 1e-4
     again = from_text(cfg.to_yaml(), tmp_path)

@@ -132,3 +132,25 @@ def test_program_built_once_per_process(monkeypatch):
     for model in (1, 2):
         OpenCLBackend(t, x, y, d, model=model, area=AREA, precision="float64")
     assert builds == []
+
+
+@pytest.mark.parametrize("precision", ["float64", "float32"])
+@pytest.mark.parametrize("integer_days", [True, False], ids=["days", "continuous"])
+def test_forced_pair_sum_background_matches_lattice(integer_days, precision):
+    """engine.background: pairs (every row over every event, ties skipped by index) gives the
+    per-distinct-time background, and both give the reference; also split over ranks."""
+    t, x, y, d = make_events(1501, integer_days=integer_days, seed=4)
+    assert (np.unique(t).size < t.size) == integer_days  # the day data has ties
+    ref = ReferenceBackend(t, x, y, d, model=2, area=AREA).background(PARAMS.tau_t)
+    auto = OpenCLBackend(t, x, y, d, model=2, area=AREA, precision=precision)
+    rtol = 1e-12 if precision == "float64" else 2e-6
+    for rows in [(0, 1501), (0, 700), (700, 1501)]:
+        pairs = OpenCLBackend(
+            t, x, y, d, model=2, area=AREA, precision=precision, rows=rows, background="pairs"
+        )
+        assert "pair sum (forced" in pairs.path
+        np.testing.assert_allclose(pairs.background(PARAMS.tau_t), ref[slice(*rows)], rtol=rtol)
+    np.testing.assert_allclose(auto.background(PARAMS.tau_t), ref, rtol=rtol)
+    assert ("lattice" in auto.path) == integer_days
+    with pytest.raises(ValueError, match="background"):
+        OpenCLBackend(t, x, y, d, model=2, area=AREA, background="lattice")

@@ -8,7 +8,7 @@ import math
 from ..data import EventData
 from ..errors import UsageError
 from ..parallel import Comm, SerialComm, local_rank, partition_rows
-from .base import Evaluation, Likelihood, PairBackend, TimeStructure
+from .base import BACKGROUNDS, Evaluation, Likelihood, PairBackend, TimeStructure
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +29,7 @@ def make_likelihood(
     window_end: float | None = None,
     tolerance: float = 0.0,
     balance: tuple[float, float] | None = None,
+    background: str = "auto",
 ) -> Likelihood:
     """The log-likelihood of ``data`` for this rank of ``comm``.
 
@@ -64,6 +65,9 @@ def make_likelihood(
         ``(sigma_x, sigma_t)`` at which to estimate the truncated work per row when splitting
         rows over ranks (``tolerance > 0`` and ``comm.size > 1``; e.g. the initial values);
         default: the exact pair-term counts.
+    background
+        ``"auto"`` (once per distinct time: the day-lattice form) or ``"pairs"`` (force the
+        plain pair sum over all events); OpenCL only, the reference is always the pair sum.
     """
     comm = comm or SerialComm()
     if engine not in ENGINES:
@@ -81,6 +85,8 @@ def make_likelihood(
         )
     if not (math.isfinite(tolerance) and 0.0 <= tolerance < 1.0):
         raise UsageError(f"tolerance must be in [0, 1), got {tolerance!r}")
+    if background not in BACKGROUNDS:
+        raise UsageError(f"background must be one of {', '.join(BACKGROUNDS)}, got {background!r}")
     ts = TimeStructure.from_times(data.time)
     density = data.density if model == 2 else None
     truncate = engine == "opencl" and tolerance > 0
@@ -109,7 +115,8 @@ def make_likelihood(
         )
     else:
         common = {"model": model, "area": area, "precision": precision, "rows": rows,
-                  "device": device, "local_rank": local_rank(comm)}  # fmt: skip
+                  "device": device, "local_rank": local_rank(comm),
+                  "background": background}  # fmt: skip
         if truncate:
             from .truncated import TruncatedBackend
 

@@ -30,6 +30,10 @@ from ..parallel import Comm, SerialComm
 
 log = logging.getLogger(__name__)
 
+#: Background computations: ``auto`` (once per distinct time: on a day lattice O(U^2 + N)) or
+#: ``pairs`` (the plain pair sum over all events, O(N^2), to check the former). Same sum.
+BACKGROUNDS: tuple[str, ...] = ("auto", "pairs")
+
 LAMBDA_FLOOR = 1e-40
 _CACHE_SIZE = 2  # current state and one proposal
 

@@ -13,7 +13,7 @@ import math
 import numpy as np
 
 from .. import kernels
-from .base import TimeStructure
+from .base import BACKGROUNDS, TimeStructure
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +52,9 @@ class OpenCLBackend:
         Rank on the node; picks among several matching devices.
     work_group
         Work-group size; default 64 on GPUs, implementation's choice elsewhere.
+    background
+        ``"auto"`` (default) or ``"pairs"``: see :data:`BACKGROUNDS`. Both are the same sum;
+        ``auto`` groups the sources by distinct time.
     """
 
     def __init__(
@@ -68,6 +71,7 @@ class OpenCLBackend:
         device: str | None = None,
         local_rank: int = 0,
         work_group: int | None = None,
+        background: str = "auto",
     ) -> None:
         import pyopencl as cl
 
@@ -122,6 +126,12 @@ class OpenCLBackend:
         self._nu = int(ts.unique.size)
         self._buf_tu = self._upload(_padded(ts.unique, real, ts.unique[-1]))
         self._buf_c = self._upload(_padded(ts.counts.astype(np.float64), real, 0.0))
+        if background not in BACKGROUNDS:
+            raise ValueError(f"background must be one of {BACKGROUNDS}, got {background!r}")
+        self.background_mode = background
+        if background == "pairs":  # every row over every event, ties skipped by index
+            self._buf_hi = self._upload((ts.lo + ts.counts[ts.inverse]).astype(np.int32))
+            self._k_pairs = cl.Kernel(prog, "background_pairs")
 
         nrows = self.row_stop - self.row_start
         self._e_host = np.empty(nrows, dtype=np.float64)
@@ -133,14 +143,18 @@ class OpenCLBackend:
         self._k_background = cl.Kernel(prog, "background")
 
     @property
+    def background_path(self) -> str:
+        """Which computation the background takes (for ``hawkes-run loglik``)."""
+        if self.background_mode == "pairs":
+            return f"pair sum (forced; {self._nu} distinct times)"
+        if self._nu < self.n_events:
+            return f"lattice ({self._nu} distinct times for {self.n_events} events)"
+        return f"pair sum ({self._nu} distinct times)"
+
+    @property
     def path(self) -> str:
         """Which computation each part takes (for ``hawkes-run loglik``)."""
-        bg = (
-            f"lattice ({self._nu} distinct times for {self.n_events} events)"
-            if self._nu < self.n_events
-            else f"pair sum ({self._nu} distinct times)"
-        )
-        return f"background: {bg}; trigger: pair sum (exact)"
+        return f"background: {self.background_path}; trigger: pair sum (exact)"
 
     def _upload(self, host: np.ndarray):
         mf = self._cl.mem_flags
@@ -199,6 +213,8 @@ class OpenCLBackend:
 
     def background(self, tau_t: float) -> np.ndarray:
         """B for this backend's rows, float64, shape (rows,)."""
+        if self.background_mode == "pairs":
+            return self._background_pairs(tau_t)
         nrows = self._u1 - self._u0
         if nrows == 0:
             return np.empty(0)
@@ -220,3 +236,28 @@ class OpenCLBackend:
         self._cl.enqueue_copy(self.queue, self._b_host, self._buf_b)
         norm = 2.0**-self._shift * self.rho / (math.sqrt(2.0 * math.pi) * tau_t)
         return norm * self._b_host[self._inverse - self._u0]
+
+    def _background_pairs(self, tau_t: float) -> np.ndarray:
+        """B as the plain pair sum over all events (``background="pairs"``)."""
+        nrows = self.row_stop - self.row_start
+        out = np.empty(nrows, dtype=np.float64)
+        if nrows == 0:
+            return out
+        buf = self._cl.Buffer(self.ctx, self._cl.mem_flags.WRITE_ONLY, out.nbytes)
+        gsize, lsize = self._global_size(nrows)
+        self._k_pairs(
+            self.queue,
+            (gsize,),
+            lsize,
+            self._buf_t,
+            np.int32(self.n_events),
+            self._buf_lo,
+            self._buf_hi,
+            np.int32(self.row_start),
+            np.int32(nrows),
+            self._real(LOG2E / (2.0 * tau_t * tau_t)),
+            self._real(self._shift),
+            buf,
+        )
+        self._cl.enqueue_copy(self.queue, out, buf)
+        return out * (2.0**-self._shift * self.rho / (math.sqrt(2.0 * math.pi) * tau_t))

@@ -182,6 +182,8 @@ class TruncatedBackend:
         Relative bound on ``|ell - ell~| / |ell~|`` enforced by the likelihood (> 0).
     kappa
         Starting cut-off exponent (default :func:`initial_kappa`).
+    background
+        As for :class:`~hawkes_cli.engine.opencl.OpenCLBackend`.
 
     Attributes
     ----------
@@ -206,6 +208,7 @@ class TruncatedBackend:
         work_group: int | None = None,
         tolerance: float = DEFAULT_TOLERANCE,
         kappa: float | None = None,
+        background: str = "auto",
     ) -> None:
         import pyopencl as cl
 
@@ -223,6 +226,7 @@ class TruncatedBackend:
             device=device,
             local_rank=local_rank,
             work_group=work_group,
+            background=background,
         )
         ex = self.exact
         self._cl = cl
@@ -268,11 +272,6 @@ class TruncatedBackend:
         self._buf_tail = cl.Buffer(self.ctx, mf.WRITE_ONLY, max(8, self._tail_host.nbytes))
         self._buf_ring = cl.Buffer(self.ctx, mf.WRITE_ONLY, max(8, self._ring_host.nbytes))
         self._s_cache: OrderedDict[float, np.ndarray] = OrderedDict()
-        self._bg_path = (
-            f"lattice ({ex._nu} distinct times for {n} events)"
-            if ex._nu < n
-            else f"pair sum ({n} distinct times)"
-        )
         self.trigger_path = "none yet"
         self.last_visited: int | None = None
 
@@ -287,7 +286,7 @@ class TruncatedBackend:
     @property
     def path(self) -> str:
         """Which computation each part took (for ``hawkes-run loglik``)."""
-        return f"background: {self._bg_path}; trigger: {self.trigger_path}"
+        return f"background: {self.exact.background_path}; trigger: {self.trigger_path}"
 
     def set_locations(self, x: np.ndarray, y: np.ndarray) -> None:
         """Replace all N locations; spatial indices are rebuilt on the next pass."""
