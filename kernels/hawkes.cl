@@ -47,15 +47,19 @@ typedef float8 real8;
 #define HSUM8(v) ((double)(v).s0 + (double)(v).s1 + (double)(v).s2 + (double)(v).s3 + \
                   (double)(v).s4 + (double)(v).s5 + (double)(v).s6 + (double)(v).s7)
 
-/* 2^y for y <= 0, with 2^y = 0 below the smallest normal number. */
+/*
+ * 2^y by an exact range reduction (y = n + f, f in [-0.5, 0.5]) and a polynomial of 2^f whose
+ * error is below the working precision's rounding, for -2^21 < y (float32; -2^50 for float64)
+ * up to the largest exponent. The exponent arithmetic is unsigned and wraps below the smallest
+ * normal number EXP2_MIN: callers set those lanes to 0.
+ */
 #if REAL_IS_DOUBLE
-static real8 exp2_neg(real8 y)
+#define EXP2_MIN -1022.0
+static real8 exp2_unmasked(const real8 y)
 {
-    const real8 yc = y < -1022.0 ? (real8)(-1022.0) : y;
-    const real8 shifted = yc + 6755399441055744.0;          /* 1.5 * 2^52: round to integer */
-    const real8 n = shifted - 6755399441055744.0;
-    const real8 f = yc - n;                                  /* exact, in [-0.5, 0.5] */
-    real8 p = 1.369148885390412888089e-12;
+    const real8 shifted = y + 6755399441055744.0;           /* 1.5 * 2^52: round to integer */
+    const real8 f = y - (shifted - 6755399441055744.0);      /* exact, in [-0.5, 0.5] */
+    real8 p = 1.369148885390412888089e-12;                   /* Taylor, degree 13 */
     p = p * f + 2.567843599348820514199e-11;
     p = p * f + 4.445538271870811497596e-10;
     p = p * f + 7.054911620801123329875e-9;
@@ -69,17 +73,15 @@ static real8 exp2_neg(real8 y)
     p = p * f + 2.402265069591007123336e-1;
     p = p * f + 6.931471805599453094172e-1;
     p = p * f + 1.0;
-    const long8 e = (as_long8(shifted) - as_long8((real8)6755399441055744.0)) << 52;
-    const real8 r = as_double8(as_long8(p) + e);
-    return y < -1022.0 ? (real8)0.0 : r;
+    const ulong8 e = (as_ulong8(shifted) - as_ulong8((real8)6755399441055744.0)) << 52;
+    return as_double8(as_ulong8(p) + e);
 }
 #else
-static real8 exp2_neg(real8 y)
+#define EXP2_MIN -126.0f
+static real8 exp2_unmasked(const real8 y)
 {
-    const real8 yc = y < -126.0f ? (real8)(-126.0f) : y;
-    const real8 shifted = yc + 12582912.0f;                  /* 1.5 * 2^23: round to integer */
-    const real8 n = shifted - 12582912.0f;
-    const real8 f = yc - n;                                  /* exact, in [-0.5, 0.5] */
+    const real8 shifted = y + 12582912.0f;                   /* 1.5 * 2^23: round to integer */
+    const real8 f = y - (shifted - 12582912.0f);             /* exact, in [-0.5, 0.5] */
     /* minimax degree 6 on [-0.5, 0.5]: relative error 1.9e-9, below float32's rounding */
     real8 p = 1.53460366e-04f;
     p = p * f + 1.34000268e-03f;
@@ -88,11 +90,17 @@ static real8 exp2_neg(real8 y)
     p = p * f + 2.40226469e-01f;
     p = p * f + 6.93147206e-01f;
     p = p * f + 1.0f;
-    const int8 e = (as_int8(shifted) - as_int8((real8)12582912.0f)) << 23;
-    const real8 r = as_float8(as_int8(p) + e);
-    return y < -126.0f ? (real8)0.0f : r;
+    const uint8 e = (as_uint8(shifted) - as_uint8((real8)12582912.0f)) << 23;
+    return as_float8(as_uint8(p) + e);
 }
 #endif
+
+/* 2^y for any y <= shift, with 2^y = 0 below the smallest normal number. */
+static real8 exp2_neg(const real8 y)
+{
+    const real8 r = exp2_unmasked(y < EXP2_MIN ? (real8)EXP2_MIN : y);
+    return y < EXP2_MIN ? (real8)0 : r;
+}
 
 /*
  * Trigger terms of row (ti, xi, yi) against the eight sources starting at m:

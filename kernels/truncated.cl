@@ -67,51 +67,16 @@ static int lower_bound_time(__global const double *t, int a, int b, const double
 }
 
 /*
- * 2^y for -2^21 < y <= shift, as exp2_neg in hawkes.cl but without clamping y first: the
- * range reduction is exact on that whole range, the exponent arithmetic wraps (unsigned) where
- * y is below the smallest normal number, and those lanes are set to 0 at the end. A row and
- * a visited source are at most a few cells of size >= R apart (per level: sources of a level
- * differ in density by < 4x), so |y| stays below 100 kappa log2(e) (kappa <= 740) << 2^21;
- * four operations per eight terms are saved.
+ * 2^y for -2^21 < y <= shift: exp2_neg of hawkes.cl without clamping y first (exp2_unmasked
+ * is exact on that range; lanes below EXP2_MIN are set to 0). A row and a visited source are
+ * at most a few cells of size >= R apart (per level: sources of a level differ in density by
+ * < 4x), so |y| stays below 100 kappa log2(e) (kappa <= 740) << 2^21; four operations per
+ * eight terms are saved.
  */
-#if REAL_IS_DOUBLE
 static real8 exp2_trunc(const real8 y)
 {
-    const real8 shifted = y + 6755399441055744.0;
-    const real8 f = y - (shifted - 6755399441055744.0);
-    real8 p = 1.369148885390412888089e-12;
-    p = p * f + 2.567843599348820514199e-11;
-    p = p * f + 4.445538271870811497596e-10;
-    p = p * f + 7.054911620801123329875e-9;
-    p = p * f + 1.017808600923969972749e-7;
-    p = p * f + 1.321548679014430948840e-6;
-    p = p * f + 1.525273380405984028003e-5;
-    p = p * f + 1.540353039338160995444e-4;
-    p = p * f + 1.333355814642844342341e-3;
-    p = p * f + 9.618129107628477161979e-3;
-    p = p * f + 5.550410866482157995314e-2;
-    p = p * f + 2.402265069591007123336e-1;
-    p = p * f + 6.931471805599453094172e-1;
-    p = p * f + 1.0;
-    const ulong8 e = (as_ulong8(shifted) - as_ulong8((real8)6755399441055744.0)) << 52;
-    return y < -1022.0 ? (real8)0.0 : as_double8(as_ulong8(p) + e);
+    return y < EXP2_MIN ? (real8)0 : exp2_unmasked(y);
 }
-#else
-static real8 exp2_trunc(const real8 y)
-{
-    const real8 shifted = y + 12582912.0f;
-    const real8 f = y - (shifted - 12582912.0f);
-    real8 p = 1.53460366e-04f; /* as exp2_neg */
-    p = p * f + 1.34000268e-03f;
-    p = p * f + 9.61848891e-03f;
-    p = p * f + 5.55032851e-02f;
-    p = p * f + 2.40226469e-01f;
-    p = p * f + 6.93147206e-01f;
-    p = p * f + 1.0f;
-    const uint8 e = (as_uint8(shifted) - as_uint8((real8)12582912.0f)) << 23;
-    return y < -126.0f ? (real8)0.0f : as_float8(as_uint8(p) + e);
-}
-#endif
 
 /*
  * Per-cell exclusive prefix of the tail weights g_k (sorted order), in float64:

@@ -170,9 +170,10 @@ class Likelihood:
         self.window_end = float(t[-1]) if window_end is None else float(window_end)
         if self.window_end < t[-1]:
             raise ValueError(f"window end {self.window_end} is before the last event time {t[-1]}")
-        self._t = t[backend.row_start : backend.row_stop]
         # the compensator depends on the time alone: once per distinct time (day lattice)
-        self._tu, self._tcount = np.unique(self._t, return_counts=True)
+        self._tu, self._tcount = np.unique(
+            t[backend.row_start : backend.row_stop], return_counts=True
+        )
         self._b_cache: OrderedDict[float, np.ndarray] = OrderedDict()
         self._e_cache: OrderedDict[tuple[float, float], np.ndarray] = OrderedDict()
         self._pinned: tuple[float, tuple[float, float]] | None = None

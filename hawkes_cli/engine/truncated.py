@@ -258,10 +258,7 @@ class TruncatedBackend:
         if self.nlevels > 40:
             raise ValueError("densities span more than 2^80; model 2 needs D_max / D_min < 2^80")
 
-        rs = slice(self.row_start, self.row_stop)
         self._buf_td = self._upload(t)
-        self._buf_lo = ex._buf_lo
-        self._lo_rows = self._lo[rs]
         self.set_locations(x, y)
         nrows = self.row_stop - self.row_start
         self._e_host = np.empty(nrows)
@@ -273,7 +270,6 @@ class TruncatedBackend:
         self._buf_ring = cl.Buffer(self.ctx, mf.WRITE_ONLY, max(8, self._ring_host.nbytes))
         self._s_cache: OrderedDict[float, np.ndarray] = OrderedDict()
         self.trigger_path = "none yet"
-        self.last_visited: int | None = None
 
     # ------------------------------------------------------------------ setup
     def _upload(self, host: np.ndarray):
@@ -408,7 +404,6 @@ class TruncatedBackend:
         kappa = self.kappa
         if self.exact_cutoffs(sigma_x, sigma_t):
             self.trigger_path = f"pair sum (cut-offs beyond the data at kappa {kappa:.3g})"
-            self.last_visited = None
             return self.exact.trigger(sigma_x, sigma_t), np.zeros(nrows)
         self.trigger_path = f"truncation (kappa {kappa:.3g})"
         if nrows == 0:
