@@ -25,7 +25,8 @@ import yaml
 from hawkes_cli.config import load_config
 from hawkes_cli.data import save_events
 from hawkes_cli.model import Params
-from hawkes_cli.runner import chain_path, run_chain
+from hawkes_cli.rundir import RunDir
+from hawkes_cli.runner import run_chain
 from hawkes_cli.simulate import simulate
 from hawkes_cli.storage import read_chain
 
@@ -56,7 +57,7 @@ def run(events: Path, workdir: Path, sampler: str, iterations: int, warmup: int,
     config = load_config(path)
     out = run_chain(config, 0)
     seconds = out.loop_seconds  # iterations only: data load, device and build excluded
-    draws = read_chain(chain_path(config.output.run_dir, 0)).draws
+    draws = read_chain(RunDir(config.output.run_dir).chain_path(0)).draws
     return out, seconds, draws
 
 

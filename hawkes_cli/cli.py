@@ -309,6 +309,8 @@ def local_cmd(config_file: Path, jobs: int | None, overwrite: bool) -> None:
     """Run all chains of CONFIG on this machine; run again to resume after a stop."""
     from .config import load_config
     from .local import run_local, summarize
+    from .rundir import RunDir
+    from .vocab import EXIT_STOPPED
 
     config = load_config(config_file)
     t0 = time.monotonic()
@@ -319,9 +321,9 @@ def local_cmd(config_file: Path, jobs: int | None, overwrite: bool) -> None:
     if stopped:
         click.echo(f"stopped: chains {stopped} can be resumed with: hawkes-run local "
                    f"{config_file}")  # fmt: skip
-        sys.exit(75)
+        sys.exit(EXIT_STOPPED)
     click.echo(f"done in {time.monotonic() - t0:.0f} s: {config.chains.count} chains in "
-               f"{run_dir / 'chains'}")  # fmt: skip
+               f"{RunDir(run_dir).chains_dir}")  # fmt: skip
     click.echo(f"diagnose with: hawkes-diagnose {run_dir}")
 
 

@@ -4,7 +4,6 @@ when ``gpus_per_chain > 1``), progress from the chains' progress files, resume w
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import shutil
@@ -17,46 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .config import Config
-from .errors import HawkesError, ParallelError, StorageError
-from .runner import chain_path, progress_path
+from .errors import HawkesError, ParallelError
+from .rundir import RunDir
+from .vocab import EXIT_STOPPED
 
 log = logging.getLogger(__name__)
-
-EXIT_STOPPED = 75  # a chain stopped on request after committing (errors.Interrupted)
-
-
-def prepare_run_dir(config: Config, *, overwrite: bool = False) -> Path:
-    """Create ``run_dir`` and write the resolved config; refuse a different existing config.
-
-    Returns the path of ``RUN_DIR/config.yaml``, which chain processes read.
-    """
-    run_dir = config.output.run_dir
-    (run_dir / "chains").mkdir(parents=True, exist_ok=True)
-    (run_dir / "logs").mkdir(exist_ok=True)
-    target = run_dir / "config.yaml"
-    text = f"# sha256: {config.sha256}\n" + config.to_yaml()
-    if target.exists() and not overwrite:
-        from .config import load_config
-
-        old = load_config(target)
-        if old.sha256 != config.sha256:
-            raise StorageError(
-                f"{run_dir} holds a run of a different config ({target}); choose another "
-                "output.run_dir, or pass --overwrite to start that run afresh"
-            )
-        return target
-    tmp = target.with_name(".config.yaml.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, target)
-    return target
-
-
-def chain_finished(config: Config, chain_id: int) -> bool:
-    """True when the chain's committed checkpoint says it is complete."""
-    from .storage import read_sidecar
-
-    side = read_sidecar(chain_path(config.output.run_dir, chain_id))
-    return bool(side and side.get("checkpoint", {}).get("finished"))
 
 
 def _mpiexec() -> str:
@@ -110,8 +74,9 @@ def run_local(
     report
         Called every ``report_every`` seconds with the chains' progress records.
     """
-    config_path = prepare_run_dir(config, overwrite=overwrite)
-    pending = [k for k in range(config.chains.count) if overwrite or not chain_finished(config, k)]
+    run_dir = RunDir.of(config)
+    config_path = run_dir.write_config(config, overwrite=overwrite)
+    pending = [k for k in range(config.chains.count) if overwrite or not run_dir.is_finished(k)]
     done = {k: 0 for k in range(config.chains.count) if k not in pending}
     if not pending:
         log.info("all %d chains are finished", config.chains.count)
@@ -138,7 +103,7 @@ def run_local(
         while queue or running:
             while queue and len(running) < jobs and not stopping:
                 k = queue.pop(0)
-                log_file = config.output.run_dir / "logs" / f"chain-{k:02d}.log"
+                log_file = run_dir.log_path(k)
                 with open(log_file, "ab") as fh:
                     proc = subprocess.Popen(
                         chain_command(config_path, k, ranks, overwrite),
@@ -173,15 +138,9 @@ def run_local(
 
 def read_progress(config: Config) -> list[dict]:
     """The latest progress record of every chain (status 'pending' where none yet)."""
-    out = []
-    for k in range(config.chains.count):
-        path = progress_path(config.output.run_dir, k)
-        try:
-            out.append(json.loads(path.read_text()))
-        except (OSError, ValueError):
-            out.append({"chain": k, "status": "pending", "iteration": 0,
-                        "iterations": config.sampler.iterations})  # fmt: skip
-    return out
+    run_dir = RunDir.of(config)
+    iterations = config.sampler.iterations
+    return [run_dir.read_progress(k, iterations).to_json() for k in range(config.chains.count)]
 
 
 def summarize(codes: dict[int, int]) -> None:

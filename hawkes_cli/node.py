@@ -35,12 +35,13 @@ from pathlib import Path
 from .config import Config, load_config
 from .errors import HawkesError, ParallelError, UsageError
 from .parallel import Comm, MPIComm, SerialComm, world_comm
+from .rundir import RunDir
 from .runner import StopFlag
-from .slurm import LAUNCHERS, NodePlan, make_plan, record_node_event
+from .slurm import LAUNCHERS, NodePlan, make_plan
+from .vocab import EXIT_STOPPED
 
 log = logging.getLogger(__name__)
 
-EXIT_STOPPED = 75  # a chain stopped on request after committing (errors.Interrupted)
 VISIBLE_VARS: tuple[str, ...] = (
     "CUDA_VISIBLE_DEVICES",
     "ROCR_VISIBLE_DEVICES",
@@ -295,7 +296,6 @@ def run_node_ranks(config_path: Path, node_index: int, *, stop: StopFlag) -> int
     ParallelError
         The MPI world differs from the plan, or ranks would share a GPU.
     """
-    from .local import chain_finished
     from .runner import run_chain
 
     config = load_config(config_path)
@@ -342,7 +342,7 @@ def run_node_ranks(config_path: Path, node_index: int, *, stop: StopFlag) -> int
             f"chain {slot.chain}: communicator split gave rank {comm.rank} of "
             f"{comm.size}, expected {slot.chain_rank} of {plan.gpus_per_chain}"
         )
-    finished = comm.bcast(chain_finished(config, slot.chain) if comm.rank == 0 else None)
+    finished = comm.bcast(RunDir.of(config).is_finished(slot.chain) if comm.rank == 0 else None)
     if finished:
         if comm.rank == 0:
             log.info("chain %d is finished; nothing to do", slot.chain)
@@ -452,9 +452,8 @@ def launcher_command(
 
 
 def _unfinished(config: Config, node: NodePlan) -> list[int]:
-    from .local import chain_finished
 
-    return [c for c in node.chains if not chain_finished(config, c)]
+    return [c for c in node.chains if not RunDir.of(config).is_finished(c)]
 
 
 def launch_node(
@@ -495,8 +494,7 @@ def launch_node(
     run_dir = config.output.run_dir
     restart = int(env.get("SLURM_RESTART_COUNT") or 0)
     job = env.get("SLURM_JOB_ID")
-    record_node_event(
-        run_dir,
+    RunDir(run_dir).record_node_event(
         node.index,
         "start",
         job=job,
@@ -506,7 +504,7 @@ def launch_node(
     )
     if not _unfinished(config, node):
         log.info("node %d: chains %s are all finished; nothing to do", node.index, node.chains)
-        record_node_event(run_dir, node.index, "finished", job=job)
+        RunDir(run_dir).record_node_event(node.index, "finished", job=job)
         return 0
     launcher = launcher or env.get(LAUNCHER_ENV) or "auto"
     rank_cmd = [
@@ -573,10 +571,10 @@ def _after_ranks(
     left = _unfinished(config, node)
     if not left:
         log.info("node %d: chains %s finished", node.index, list(node.chains))
-        record_node_event(run_dir, node.index, "finished", job=job)
+        RunDir(run_dir).record_node_event(node.index, "finished", job=job)
         return 0
     if any(s in (signal.SIGTERM, signal.SIGINT) for s in got):
-        record_node_event(run_dir, node.index, "stopped", job=job, chains=left)
+        RunDir(run_dir).record_node_event(node.index, "stopped", job=job, chains=left)
         log.warning(
             "node %d: stopped by signal with chains %s unfinished; Slurm decides "
             "whether the job comes back (resubmit to resume)",
@@ -585,7 +583,7 @@ def _after_ranks(
         )
         return EXIT_STOPPED
     if rc not in (0, EXIT_STOPPED):
-        record_node_event(run_dir, node.index, "failed", job=job, rc=rc)
+        RunDir(run_dir).record_node_event(node.index, "failed", job=job, rc=rc)
         log.error(
             "node %d: the ranks failed (exit %d) with chains %s unfinished; see the log "
             "above; resubmit to resume them",
@@ -601,7 +599,7 @@ def _after_ranks(
         return EXIT_STOPPED
     budget = config.slurm.requeue_budget
     if restart >= budget:
-        record_node_event(run_dir, node.index, "budget-spent", job=job, chains=left)
+        RunDir(run_dir).record_node_event(node.index, "budget-spent", job=job, chains=left)
         log.warning(
             "node %d: chains %s stopped before their end and the requeue budget (%d) "
             "is spent; resubmit with `hawkes-run submit` to continue them",
@@ -610,7 +608,7 @@ def _after_ranks(
             budget,
         )
         return 0
-    record_node_event(run_dir, node.index, "requeue", job=job, restart=restart, chains=left)
+    RunDir(run_dir).record_node_event(node.index, "requeue", job=job, restart=restart, chains=left)
     scontrol = shutil.which("scontrol")
     if scontrol is None:
         raise HawkesError("scontrol not found on PATH; cannot requeue the job")

@@ -16,7 +16,6 @@ chain continues bit-for-bit, whatever the number of ranks or restarts.
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import math
 import os
@@ -36,31 +35,12 @@ from .engine import Likelihood, make_likelihood
 from .errors import ConfigError, EventsError, UsageError
 from .model import PARAM_NAMES, Params
 from .parallel import Comm, SerialComm
+from .rundir import Checkpoint, Progress, RunDir
 
 log = logging.getLogger(__name__)
 
-#: Per-draw datasets besides the five parameters (name, numpy dtype).
-DRAW_FIELDS: tuple[tuple[str, str], ...] = (
-    ("iteration", "i8"),
-    ("loglik", "f8"),
-    ("logprior", "f8"),
-    ("accepted", "i1"),
-    ("warmup", "i1"),
-    ("coordinate", "i1"),
-    ("scale", "f8"),
-)
 INIT_JITTER = 0.3  # sd of each chain's random start around the initial values, log scale
 PROGRESS_SECONDS = 2.0
-
-
-def chain_path(run_dir: Path, chain_id: int) -> Path:
-    """``RUN_DIR/chains/chain-XX.h5``."""
-    return Path(run_dir) / "chains" / f"chain-{chain_id:02d}.h5"
-
-
-def progress_path(run_dir: Path, chain_id: int) -> Path:
-    """``RUN_DIR/chains/chain-XX.progress.json`` (rank 0 rewrites it every few seconds)."""
-    return Path(run_dir) / "chains" / f"chain-{chain_id:02d}.progress.json"
 
 
 class StopFlag:
@@ -314,10 +294,10 @@ def run_chain(
 def _drive(chain: _Chain, stop: StopFlag, overwrite: bool, on_progress) -> ChainOutcome:
     from .kernels import kernel_sha256
     from .sampler import SamplerState, make_sampler
-    from .storage import ChainMeta, ChainWriter
+    from .storage import DRAW_FIELDS, ChainMeta, ChainWriter
 
     cfg, sc = chain.config, chain.config.sampler
-    path = chain_path(cfg.output.run_dir, chain.chain_id)
+    path = RunDir.of(cfg).chain_path(chain.chain_id)
     path.parent.mkdir(parents=True, exist_ok=True)
     meta = ChainMeta(
         chain_id=chain.chain_id,
@@ -336,15 +316,18 @@ def _drive(chain: _Chain, stop: StopFlag, overwrite: bool, on_progress) -> Chain
     sampler = make_sampler(
         sc.kind, len(PARAM_NAMES), target_accept=sc.target_accept, initial_scale=sc.initial_scale
     )
-    writer, checkpoint = ChainWriter.open(path, meta, overwrite=overwrite)
+    writer, payload = ChainWriter.open(path, meta, overwrite=overwrite)
     try:
-        if checkpoint is not None:
-            start = int(checkpoint["iteration"])
-            chain.rng.bit_generator.state = checkpoint["rng"]
-            state = SamplerState.from_json(checkpoint["sampler"])
-            chain.announce("restore", checkpoint.get("loc_rng"), checkpoint.get("truncation"))
-            chain.restore(checkpoint.get("loc_rng"), checkpoint.get("truncation"))
-            current = (float(checkpoint["loglik"]), float(checkpoint["logprior"]))
+        if payload is not None:
+            ckpt = Checkpoint.from_json(payload, f"checkpoint of {path}")
+            start = ckpt.iteration
+            chain.rng.bit_generator.state = dict(ckpt.rng)
+            state = SamplerState.from_json(ckpt.sampler)
+            loc_rng = None if ckpt.loc_rng is None else dict(ckpt.loc_rng)
+            truncation = None if ckpt.truncation is None else dict(ckpt.truncation)
+            chain.announce("restore", loc_rng, truncation)
+            chain.restore(loc_rng, truncation)
+            current = (ckpt.loglik, ckpt.logprior)
             log.info("chain %d: resuming at iteration %d", chain.chain_id, start)
         else:
             start = 0
@@ -429,18 +412,17 @@ def _loop(chain, sampler, state, current, start, writer, stop, on_progress) -> C
 
 
 def _commit(chain: _Chain, writer, state, current, iteration: int) -> None:
-    writer.commit(
-        {
-            "iteration": iteration,
-            "sampler": state.to_json(),
-            "rng": chain.rng.bit_generator.state,
-            "loc_rng": chain.loc_state,
-            "truncation": chain.lik.truncation_state(),
-            "loglik": current[0],
-            "logprior": current[1],
-            "finished": iteration >= chain.config.sampler.iterations,
-        }
+    checkpoint = Checkpoint(
+        iteration=iteration,
+        sampler=state.to_json(),
+        rng=chain.rng.bit_generator.state,
+        loc_rng=chain.loc_state,
+        truncation=chain.lik.truncation_state(),
+        loglik=current[0],
+        logprior=current[1],
+        finished=iteration >= chain.config.sampler.iterations,
     )
+    writer.commit(checkpoint.to_json())
 
 
 class _Progress:
@@ -448,7 +430,7 @@ class _Progress:
 
     def __init__(self, chain_id, iterations, start, run_dir, callback) -> None:
         self.chain_id, self.iterations, self.start = chain_id, iterations, start
-        self.path = progress_path(run_dir, chain_id)
+        self.run_dir = RunDir(run_dir)
         self.callback = callback
         self.t0 = self.last = time.monotonic()
         self.it = start
@@ -465,30 +447,28 @@ class _Progress:
     def write(self, loglik: float, committed: int, status: str) -> None:
         done = self.it - self.start
         elapsed = max(time.monotonic() - self.t0, 1e-9)
-        record = {
-            "chain": self.chain_id,
-            "status": status,
-            "iteration": self.it,
-            "iterations": self.iterations,
-            "it_per_s": done / elapsed,
-            "acceptance": self.accepted / done if done else None,
-            "loglik": loglik,
-            "draws_committed": committed,
-            "host": socket.gethostname(),
-            "pid": os.getpid(),
-            "updated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        }
-        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(record))
-        os.replace(tmp, self.path)
+        record = Progress(
+            chain=self.chain_id,
+            status=status,
+            iteration=self.it,
+            iterations=self.iterations,
+            it_per_s=done / elapsed,
+            acceptance=self.accepted / done if done else None,
+            loglik=loglik,
+            draws_committed=committed,
+            host=socket.gethostname(),
+            pid=os.getpid(),
+            updated=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        )
+        self.run_dir.write_progress(record)
         log.info(
             "chain %d: %d/%d  %.1f it/s  acc %.2f  loglik %.6g",
             self.chain_id,
             self.it,
             self.iterations,
-            record["it_per_s"],
-            record["acceptance"] or 0.0,
+            record.it_per_s,
+            record.acceptance or 0.0,
             loglik,
         )
         if self.callback is not None:
-            self.callback(record)
+            self.callback(record.to_json())

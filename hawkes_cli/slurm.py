@@ -18,11 +18,8 @@ inject another.
 
 from __future__ import annotations
 
-import datetime as _dt
 import hashlib
-import json
 import logging
-import os
 import re
 import shlex
 import shutil
@@ -35,15 +32,14 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from . import atomic
 from .config import Config
 from .errors import ConfigError, HawkesError, StorageError, UsageError
+from .rundir import RunDir, now_utc
 
 log = logging.getLogger(__name__)
 
 TEMPLATE_NAME = "job.sbatch.tmpl"
-SCRIPT_NAME = "job.sbatch"
-JOBS_NAME = "jobs.json"
-PLAN_NAME = "plan.json"
 LAUNCHERS: tuple[str, ...] = ("auto", "srun", "mpiexec")
 DEFAULT_CPUS_PER_TASK = 1
 SLURM_TIMEOUT = 60  # seconds for one sbatch/squeue/sacct/scancel call
@@ -482,7 +478,7 @@ def sbatch_quote(value: str) -> str:
 
 
 def _sbatch_output(run_dir: Path) -> str:
-    logs = str(run_dir / "slurm" / "logs")
+    logs = str(RunDir(run_dir).slurm_logs_dir)
     return logs.replace("%", "%%") + "/%A_%a.out"
 
 
@@ -545,80 +541,6 @@ def render_script(
 
 
 # --------------------------------------------------------------------------- files
-
-
-def slurm_dir(run_dir: Path) -> Path:
-    """``RUN_DIR/slurm``."""
-    return Path(run_dir) / "slurm"
-
-
-def _now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-
-
-def write_json_atomic(path: Path, obj: Any) -> None:
-    """Replace ``path`` by the JSON of ``obj`` (temporary file + rename)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(obj, indent=1) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
-
-
-def read_jobs(run_dir: Path) -> list[dict[str, Any]]:
-    """The submissions recorded in ``RUN_DIR/slurm/jobs.json`` (oldest first; [] if none).
-
-    Raises
-    ------
-    StorageError
-        If the file exists but is not a valid record.
-    """
-    path = slurm_dir(run_dir) / JOBS_NAME
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return []
-    except (OSError, ValueError) as exc:
-        raise StorageError(f"cannot read {path}: {exc}") from None
-    jobs = data.get("jobs") if isinstance(data, dict) else None
-    if not isinstance(jobs, list):
-        raise StorageError(f"{path}: expected an object with a list 'jobs'")
-    return jobs
-
-
-def _record_job(run_dir: Path, record: dict[str, Any]) -> None:
-    jobs = read_jobs(run_dir)
-    jobs.append(record)
-    write_json_atomic(slurm_dir(run_dir) / JOBS_NAME, {"jobs": jobs})
-
-
-def node_state_path(run_dir: Path, node: int) -> Path:
-    """``RUN_DIR/slurm/node-NN.json``: starts, requeues and ends of one array task."""
-    return slurm_dir(run_dir) / f"node-{node:02d}.json"
-
-
-def read_node_state(run_dir: Path, node: int) -> dict[str, Any]:
-    """The event record of array task ``node`` (``{"events": []}`` if none yet)."""
-    try:
-        data = json.loads(node_state_path(run_dir, node).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {"node": node, "events": []}
-    if not isinstance(data, dict) or not isinstance(data.get("events"), list):
-        return {"node": node, "events": []}
-    return data
-
-
-def record_node_event(run_dir: Path, node: int, event: str, **fields: Any) -> None:
-    """Append an event (``start``, ``requeue``, ``finished``, ...) to ``node-NN.json``."""
-    data = read_node_state(run_dir, node)
-    data["node"] = node
-    data["events"].append({"event": event, "time": _now(), **fields})
-    write_json_atomic(node_state_path(run_dir, node), data)
-
-
-def requeue_count(run_dir: Path, node: int) -> int:
-    """How many times array task ``node`` was started again after a requeue (any cause)."""
-    events = read_node_state(run_dir, node)["events"]
-    return sum(1 for e in events if e.get("event") == "start" and int(e.get("restart", 0)) > 0)
 
 
 # --------------------------------------------------------------------------- Slurm commands
@@ -721,7 +643,7 @@ def _expand(spec: str) -> set[int]:
 
 def active_jobs(run_dir: Path) -> list[str]:
     """Recorded jobs of the run that Slurm still has pending or running."""
-    jobs = _job_ids(read_jobs(run_dir))
+    jobs = _job_ids(RunDir(run_dir).read_jobs())
     if not jobs or not shutil.which("squeue"):
         return []
     states = job_states(jobs)
@@ -765,9 +687,8 @@ class Submission:
 
 def unfinished_nodes(config: Config, plan: Plan) -> list[int]:
     """Array tasks with at least one chain not yet finished."""
-    from .local import chain_finished
-
-    return [n.index for n in plan.nodes if not all(chain_finished(config, c) for c in n.chains)]
+    run_dir = RunDir.of(config)
+    return [n.index for n in plan.nodes if not all(run_dir.is_finished(c) for c in n.chains)]
 
 
 def submit(
@@ -797,22 +718,21 @@ def submit(
     StorageError
         The run directory holds a run of another config.
     """
-    from .local import prepare_run_dir
-
     plan = make_plan(config)
-    run_dir = config.output.run_dir
-    config_path = run_dir / "config.yaml"
+    rdir = RunDir.of(config)
+    run_dir = rdir.root
+    config_path = rdir.config_path
     script = render_script(config, plan, config_path=config_path, python=python, launcher=launcher)
     if dry_run:
         return Submission(script, None, None, plan.resources.array, plan)
     sbatch = _slurm_cmd("sbatch")
     try:
-        prepare_run_dir(config)
+        rdir.write_config(config)
     except StorageError as exc:
         if "different config" not in str(exc):
             raise
         raise StorageError(
-            f"{run_dir} holds a run of a different config ({run_dir / 'config.yaml'}); choose "
+            f"{run_dir} holds a run of a different config ({config_path}); choose "
             "another output.run_dir, or remove that run directory to start afresh"
         ) from None
     active = active_jobs(run_dir)
@@ -821,13 +741,11 @@ def submit(
             f"run {run_dir} has job(s) {', '.join(active)} pending or running; wait for them or "
             f"cancel them (hawkes-run cancel {shlex.quote(str(run_dir))}) before submitting again"
         )
-    sdir = slurm_dir(run_dir)
-    (sdir / "logs").mkdir(parents=True, exist_ok=True)
-    script_path = sdir / SCRIPT_NAME
-    tmp = sdir / f".{SCRIPT_NAME}.tmp"
-    tmp.write_text(script, encoding="utf-8")
-    os.replace(tmp, script_path)
-    write_json_atomic(sdir / PLAN_NAME, plan.to_json())
+    sdir = rdir.slurm_dir
+    rdir.slurm_logs_dir.mkdir(parents=True, exist_ok=True)
+    script_path = rdir.script_path
+    atomic.write_text(script_path, script)
+    atomic.write_json(rdir.plan_path, plan.to_json())
     pending = unfinished_nodes(config, plan)
     if not pending:
         log.info("all %d chains of %s are finished; nothing to submit", plan.chains, run_dir)
@@ -847,14 +765,13 @@ def submit(
     job_id = out[-1].split(";")[0].strip() if out else ""
     if not job_id.isdigit():
         raise HawkesError(f"sbatch --parsable printed {proc.stdout!r}, expected a job id")
-    _record_job(
-        run_dir,
+    rdir.record_job(
         {
             "job_id": job_id,
             "array": array,
             "nodes": pending,
-            "submitted": _now(),
-            "script": SCRIPT_NAME,
+            "submitted": now_utc("seconds"),
+            "script": script_path.name,
             "script_sha256": hashlib.sha256(script.encode("utf-8")).hexdigest(),
             "config_sha256": config.sha256,
         },
@@ -902,19 +819,6 @@ class ChainStatus:
     finished: bool
 
 
-def load_run_config(run_dir: Path) -> Config:
-    """The resolved config of a run directory (``RUN_DIR/config.yaml``)."""
-    from .config import load_config
-
-    path = Path(run_dir) / "config.yaml"
-    if not path.is_file():
-        raise UsageError(
-            f"{run_dir} is not a run directory (no config.yaml); give the run directory that "
-            "`hawkes-run submit` or `hawkes-run local` wrote"
-        )
-    return load_config(path)
-
-
 def run_status(run_dir: Path, *, query_slurm: bool = True) -> list[ChainStatus]:
     """Per-chain progress of a run and the Slurm state of each chain's job.
 
@@ -925,12 +829,11 @@ def run_status(run_dir: Path, *, query_slurm: bool = True) -> list[ChainStatus]:
     query_slurm
         Ask squeue/sacct for job states (skipped when Slurm is not installed).
     """
-    from .runner import chain_path, progress_path
-    from .storage import read_sidecar
-
-    config = load_run_config(run_dir)
+    rdir = RunDir(run_dir)
+    config = rdir.load_config()
+    chains = RunDir.of(config)
     plan = make_plan(config)
-    jobs = read_jobs(run_dir)
+    jobs = rdir.read_jobs()
     latest: dict[int, tuple[str, str | None]] = {}  # node -> (array task, its raw job id)
     for n in plan.nodes:
         job = next((j for j in reversed(jobs) if n.index in j.get("nodes", [])), None)
@@ -938,7 +841,7 @@ def run_status(run_dir: Path, *, query_slurm: bool = True) -> list[ChainStatus]:
             continue
         starts = [
             e
-            for e in read_node_state(run_dir, n.index)["events"]
+            for e in rdir.read_node_state(n.index)["events"]
             if e.get("event") == "start" and str(e.get("array_job")) == str(job["job_id"])
         ]
         raw = str(starts[-1]["job"]) if starts and starts[-1].get("job") else None
@@ -949,15 +852,12 @@ def run_status(run_dir: Path, *, query_slurm: bool = True) -> list[ChainStatus]:
     out = []
     for c in range(config.chains.count):
         node = plan.node_of_chain(c)
-        side = read_sidecar(chain_path(config.output.run_dir, c))
-        ckpt = (side or {}).get("checkpoint") or {}
-        iteration = int(ckpt.get("iteration", 0))
-        try:
-            prog = json.loads(progress_path(config.output.run_dir, c).read_text())
-            if prog.get("status") == "running":
-                iteration = max(iteration, int(prog.get("iteration", 0)))
-        except (OSError, ValueError):
-            pass
+        side = chains.commit_record(c)
+        ckpt = chains.checkpoint(c)
+        iteration = ckpt.iteration if ckpt else 0
+        prog = chains.read_progress(c)
+        if prog.status == "running":
+            iteration = max(iteration, int(prog.iteration))
         task, raw = latest.get(node, (None, None))
         state = None
         if task is not None:
@@ -971,11 +871,11 @@ def run_status(run_dir: Path, *, query_slurm: bool = True) -> list[ChainStatus]:
                 iteration=iteration,
                 iterations=config.sampler.iterations,
                 draws=int((side or {}).get("draws", 0)),
-                requeues=requeue_count(run_dir, node),
+                requeues=rdir.requeue_count(node),
                 last_commit=(side or {}).get("committed_at"),
                 job=task,
                 state=state,
-                finished=bool(ckpt.get("finished")),
+                finished=bool(ckpt and ckpt.finished),
             )
         )
     return out
@@ -989,7 +889,7 @@ def cancel(run_dir: Path) -> list[str]:
     HawkesError
         No ``scancel``, or it failed.
     """
-    load_run_config(run_dir)  # a run directory at all
+    RunDir(run_dir).load_config()  # a run directory at all
     jobs = active_jobs(run_dir)
     if not jobs:
         return []

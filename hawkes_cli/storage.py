@@ -42,7 +42,7 @@ from typing import Any
 import h5py
 import numpy as np
 
-from . import __version__
+from . import __version__, atomic
 from .errors import StorageError
 
 try:  # POSIX only; without it the writer runs unlocked (with a warning)
@@ -52,6 +52,7 @@ except ImportError:  # pragma: no cover - Windows
 
 __all__ = [
     "CHUNK_ROWS",
+    "DRAW_FIELDS",
     "SCHEMA_VERSION",
     "ChainDraws",
     "ChainMeta",
@@ -66,6 +67,18 @@ logger = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 1
 """Version of the chain-file and sidecar layout; bumped on incompatible changes."""
+
+#: The chain file's per-draw datasets besides the parameters (name, numpy dtype): the schema
+#: every writer (the runner) and reader (diagnostics, tests) imports from here.
+DRAW_FIELDS: tuple[tuple[str, str], ...] = (
+    ("iteration", "i8"),
+    ("loglik", "f8"),
+    ("logprior", "f8"),
+    ("accepted", "i1"),
+    ("warmup", "i1"),
+    ("coordinate", "i1"),
+    ("scale", "f8"),
+)
 
 CHUNK_ROWS = 1024
 """Rows per HDF5 chunk of every ``/draws`` dataset."""
@@ -218,25 +231,7 @@ def lock_path(chain_path: Path) -> Path:
     return Path(chain_path).with_suffix(".lock")
 
 
-def _tmp_path(path: Path) -> Path:
-    return path.with_name(path.name + ".tmp")
-
-
 # --------------------------------------------------------------------------- low-level I/O
-
-
-def _fsync_dir(directory: Path) -> None:
-    """fsync a directory so a rename or unlink in it is durable (best effort)."""
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:  # some file systems cannot fsync directories
-        pass
-    finally:
-        os.close(fd)
 
 
 def _fsync_h5(h5file: h5py.File) -> None:
@@ -247,27 +242,6 @@ def _fsync_h5(h5file: h5py.File) -> None:
         return
     if isinstance(fd, int) and fd >= 0:
         os.fsync(fd)
-
-
-def _atomic_write_json(path: Path, obj: Any) -> None:
-    """Replace ``path`` by the JSON of ``obj`` so that readers see the old or the new file.
-
-    Writes ``<path>.tmp`` in the same directory, fsyncs it, ``os.replace``s it over ``path`` and
-    fsyncs the directory. On any failure the temporary file is removed and ``path`` is intact.
-    """
-    tmp = _tmp_path(path)
-    try:
-        with open(tmp, "w", encoding="utf-8") as fh:
-            json.dump(obj, fh, indent=1)
-            fh.write("\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise
-    _fsync_dir(path.parent)
 
 
 def _h5_kwargs() -> dict[str, Any]:
@@ -549,6 +523,26 @@ def read_chain(path: Path) -> ChainDraws:
 # --------------------------------------------------------------------------- writing
 
 
+def _write_layout(
+    h5file: h5py.File, meta: ChainMeta, rows: Mapping[str, np.ndarray] | None
+) -> None:
+    """Attributes, ``/draws`` datasets (with ``rows`` if given), SWMR mode, flushed to disk."""
+    for key, value in meta.to_attrs().items():
+        h5file.attrs[key] = value
+    group = h5file.create_group("draws")
+    if "warmup" in dict(meta.fields):
+        group.attrs["warmup_flag"] = "warmup"
+    for name, dtype in meta.columns:
+        data = np.asarray(rows[name], dtype=dtype) if rows is not None else None
+        n = 0 if data is None else data.shape[0]
+        group.create_dataset(
+            name, shape=(n,), maxshape=(None,), chunks=(CHUNK_ROWS,), dtype=dtype, data=data
+        )
+    h5file.swmr_mode = True
+    h5file.flush()
+    _fsync_h5(h5file)
+
+
 def _create_file(
     path: Path,
     meta: ChainMeta,
@@ -564,41 +558,19 @@ def _create_file(
     h5py.File
         The open handle (SWMR-write mode) of the file now at ``path``.
     """
-    tmp = _tmp_path(path)
     try:
-        tmp.unlink(missing_ok=True)  # debris of a crash during an earlier create/resume
-        h5file = h5py.File(tmp, "w", libver="latest", **_h5_kwargs())
+        with atomic.replacing(path) as tmp:
+            try:
+                h5file = h5py.File(tmp, "w", libver="latest", **_h5_kwargs())
+            except OSError as exc:
+                raise StorageError(f"cannot create chain file {tmp}: {exc}") from exc
+            try:
+                _write_layout(h5file, meta, rows)
+            except BaseException:
+                h5file.close()
+                raise
     except OSError as exc:
-        raise StorageError(f"cannot create chain file {tmp}: {exc}") from exc
-    try:
-        for key, value in meta.to_attrs().items():
-            h5file.attrs[key] = value
-        group = h5file.create_group("draws")
-        if "warmup" in dict(meta.fields):
-            group.attrs["warmup_flag"] = "warmup"
-        for name, dtype in meta.columns:
-            data = np.asarray(rows[name], dtype=dtype) if rows is not None else None
-            n = 0 if data is None else data.shape[0]
-            group.create_dataset(
-                name,
-                shape=(n,),
-                maxshape=(None,),
-                chunks=(CHUNK_ROWS,),
-                dtype=dtype,
-                data=data,
-            )
-        h5file.swmr_mode = True
-        h5file.flush()
-        _fsync_h5(h5file)
-        os.replace(tmp, path)
-    except BaseException as exc:
-        h5file.close()
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        if isinstance(exc, OSError):
-            raise StorageError(f"cannot write chain file {path}: {exc}") from exc
-        raise
-    _fsync_dir(path.parent)
+        raise StorageError(f"cannot write chain file {path}: {exc}") from exc
     return h5file
 
 
@@ -695,7 +667,7 @@ class ChainWriter:
                     raise StorageError(f"{path} is a directory, not a chain file")
                 if side.exists():
                     side.unlink()
-                    _fsync_dir(path.parent)
+                    atomic.fsync_dir(path.parent)
                 h5file = _create_file(path, meta, None)
                 logger.info("created chain file %s (overwrite)", path)
                 return cls(path, meta, h5file, lock, 0), None
@@ -836,7 +808,7 @@ class ChainWriter:
                     ds[n0:n1] = block
                 h5file.flush()
                 _fsync_h5(h5file)
-            _atomic_write_json(sidecar_path(self._path), record)
+            atomic.write_json(sidecar_path(self._path), record)
         except OSError as exc:
             raise StorageError(
                 f"cannot commit draws to {self._path} ({exc}); the last commit ({n0} draws) "

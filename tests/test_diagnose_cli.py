@@ -13,7 +13,8 @@ import yaml
 from hawkes_cli.config import load_config
 from hawkes_cli.data import save_events
 from hawkes_cli.model import Params
-from hawkes_cli.runner import chain_path, run_chain
+from hawkes_cli.rundir import RunDir
+from hawkes_cli.runner import run_chain
 from hawkes_cli.simulate import simulate
 from hawkes_cli.storage import read_chain
 
@@ -53,7 +54,7 @@ def test_json_matches_arviz_on_the_chain_files(run_dir):
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     rows = {r["name"]: r for r in out["parameters"]}
-    draws = [read_chain(chain_path(run_dir, k)).draws for k in range(2)]
+    draws = [read_chain(RunDir(run_dir).chain_path(k)).draws for k in range(2)]
     x = np.stack([d["sigma_x"][d["warmup"] == 0] for d in draws])
     assert x.shape == (2, 300)
     assert rows["sigma_x"]["rhat"] == pytest.approx(float(az.rhat(x, method="rank")), rel=1e-9)

@@ -39,19 +39,12 @@ from hawkes_cli.diagnostics import (
     write_plots,
 )
 from hawkes_cli.errors import EventsError, StorageError, UsageError
-from hawkes_cli.storage import ChainMeta, ChainWriter
+from hawkes_cli.storage import DRAW_FIELDS, ChainMeta, ChainWriter
+from hawkes_cli.vocab import PARAM_NAMES
 
-PARAMS = ("mu0", "tau_t", "xi0", "sigma_x", "sigma_t")
+PARAMS = PARAM_NAMES
 BASE = {"mu0": 0.002, "tau_t": 170.0, "xi0": 1.0, "sigma_x": 0.08, "sigma_t": 19.6}
-FIELDS = (
-    ("iteration", "i8"),
-    ("loglik", "f8"),
-    ("logprior", "f8"),
-    ("accepted", "i1"),
-    ("warmup", "i1"),
-    ("coordinate", "i1"),
-    ("scale", "f8"),
-)
+FIELDS = DRAW_FIELDS
 WARMUP = 50
 
 
@@ -306,10 +299,10 @@ def test_running_chain_only_committed_draws_count(tmp_path, monkeypatch):
         for i in range(150, 190):
             writer.append(_row(values, i, i, WARMUP))
 
-        def broken(path, obj):
+        def broken(path, obj, **kwargs):
             raise OSError("disk full")
 
-        monkeypatch.setattr(storage, "_atomic_write_json", broken)
+        monkeypatch.setattr(storage.atomic, "write_json", broken)
         with pytest.raises(StorageError):
             writer.commit({"iteration": 190})  # rows written to HDF5, sidecar not replaced
         monkeypatch.undo()

@@ -17,7 +17,8 @@ from hawkes_cli.config import load_config
 from hawkes_cli.data import save_events
 from hawkes_cli.engine import make_likelihood
 from hawkes_cli.model import PARAM_NAMES, Params
-from hawkes_cli.runner import chain_path, run_chain
+from hawkes_cli.rundir import RunDir
+from hawkes_cli.runner import run_chain
 from hawkes_cli.simulate import DensityGrid, simulate
 from hawkes_cli.storage import read_chain
 
@@ -51,7 +52,7 @@ def test_posterior_intervals_cover_truth(tmp_path, model, sampler):
     path.write_text(yaml.safe_dump(cfg))
     config = load_config(path)
     assert run_chain(config, 0).finished
-    d = read_chain(chain_path(config.output.run_dir, 0)).draws
+    d = read_chain(RunDir(config.output.run_dir).chain_path(0)).draws
     keep = d["warmup"] == 0
     for name in ("xi0", "sigma_x", "sigma_t"):
         lo, hi = np.quantile(d[name][keep], [0.025, 0.975])

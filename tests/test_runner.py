@@ -18,7 +18,8 @@ from hawkes_cli.config import load_config
 from hawkes_cli.data import save_events
 from hawkes_cli.engine.truncated import initial_kappa
 from hawkes_cli.model import PARAM_NAMES, Params
-from hawkes_cli.runner import StopFlag, chain_path, run_chain
+from hawkes_cli.rundir import RunDir
+from hawkes_cli.runner import StopFlag, run_chain
 from hawkes_cli.simulate import DensityGrid, simulate
 from hawkes_cli.storage import read_chain, read_sidecar, sidecar_path
 
@@ -57,7 +58,7 @@ def write_config(tmp_path: Path, events: Path, name: str = "run", **over) -> Pat
 
 
 def draws(run_dir: Path, chain: int = 0) -> dict[str, np.ndarray]:
-    return read_chain(chain_path(run_dir, chain)).draws
+    return read_chain(RunDir(run_dir).chain_path(chain)).draws
 
 
 def cli(*args: str) -> list[str]:
@@ -75,7 +76,7 @@ def test_chain_file_holds_every_draw(tmp_path, events):
     for name in PARAM_NAMES:
         assert np.all(d[name] > 0) and np.all(np.isfinite(d[name]))
     assert np.all(np.isfinite(d["loglik"]))
-    side = read_sidecar(chain_path(cfg.output.run_dir, 1))
+    side = read_sidecar(RunDir(cfg.output.run_dir).chain_path(1))
     assert side["checkpoint"]["finished"] and side["draws"] == 100
 
 
@@ -115,7 +116,7 @@ def test_sigkill_then_resume_is_bit_for_bit(tmp_path, events):
 
     path = write_config(tmp_path, events, "killed")
     cfg = load_config(path)
-    target = chain_path(cfg.output.run_dir, 0)
+    target = RunDir(cfg.output.run_dir).chain_path(0)
     for at_least in (40, 160):  # two kills, the second after a resume
         proc = subprocess.Popen(cli("chain", str(path), "--chain", "0"))
         _wait_for_draws(target, at_least, proc)
@@ -136,7 +137,7 @@ def test_sigterm_stops_at_boundary_and_resumes(tmp_path, events):
     run_chain(ref_cfg, 0)
     path = write_config(tmp_path, events, "term", **long)
     cfg = load_config(path)
-    target = chain_path(cfg.output.run_dir, 0)
+    target = RunDir(cfg.output.run_dir).chain_path(0)
     proc = subprocess.Popen(cli("chain", str(path), "--chain", "0"), stderr=subprocess.PIPE,
                             text=True)  # fmt: skip
     _wait_for_draws(target, 20, proc)
@@ -176,7 +177,7 @@ def test_truncated_chain_resumes_bit_for_bit_at_its_cutoff(tmp_path, events):
     cfg = load_config(write_config(tmp_path, events, "tstop", **trunc))
     out = run_chain(cfg, 0, stop=StopAfter(150))
     assert out.stopped
-    target = chain_path(cfg.output.run_dir, 0)
+    target = RunDir(cfg.output.run_dir).chain_path(0)
     side = read_sidecar(target)
     kappa0 = initial_kappa(1e-6)
     assert side["checkpoint"]["truncation"]["kappa"] >= kappa0
@@ -189,7 +190,7 @@ def test_truncated_chain_resumes_bit_for_bit_at_its_cutoff(tmp_path, events):
     # a checkpoint at a larger cut-off (as after tightenings) is continued at that cut-off
     cfg = load_config(write_config(tmp_path, events, "tkappa", **trunc))
     run_chain(cfg, 0, stop=StopAfter(150))
-    side = json.loads(sidecar_path(target := chain_path(cfg.output.run_dir, 0)).read_text())
+    side = json.loads(sidecar_path(target := RunDir(cfg.output.run_dir).chain_path(0)).read_text())
     side["checkpoint"]["truncation"]["kappa"] = kappa0 + 4.0
     sidecar_path(target).write_text(json.dumps(side))
     run_chain(cfg, 0)
@@ -225,13 +226,13 @@ def test_local_runs_all_chains_then_resumes_nothing(tmp_path, events):
     assert "hawkes-diagnose" in proc.stdout
     run_dir = load_config(path).output.run_dir
     for k in range(2):
-        assert read_sidecar(chain_path(run_dir, k))["checkpoint"]["finished"]
+        assert read_sidecar(RunDir(run_dir).chain_path(k))["checkpoint"]["finished"]
         prog = json.loads((run_dir / "chains" / f"chain-{k:02d}.progress.json").read_text())
         assert prog["status"] == "finished" and prog["iteration"] == 120
-    before = [os.stat(chain_path(run_dir, k)).st_mtime_ns for k in range(2)]
+    before = [os.stat(RunDir(run_dir).chain_path(k)).st_mtime_ns for k in range(2)]
     again = subprocess.run(cli("local", str(path)), capture_output=True, text=True, timeout=120)
     assert again.returncode == 0, again.stderr
-    assert [os.stat(chain_path(run_dir, k)).st_mtime_ns for k in range(2)] == before
+    assert [os.stat(RunDir(run_dir).chain_path(k)).st_mtime_ns for k in range(2)] == before
     # chains differ (own seeds) and the config is in the run dir
     assert not np.array_equal(draws(run_dir, 0)["sigma_x"], draws(run_dir, 1)["sigma_x"])
     assert (run_dir / "config.yaml").read_text().startswith("# sha256: ")
@@ -265,7 +266,7 @@ def test_local_with_two_ranks_per_chain_runs_under_mpiexec(tmp_path, events):
 def test_sigusr1_stops_a_chain_on_pocl(tmp_path, events):
     # PoCL claims SIGUSR1 when it lists devices; Slurm's warning signal must still stop us
     path = write_config(tmp_path, events, "usr1", sampler__iterations=5000)
-    target = chain_path(load_config(path).output.run_dir, 0)
+    target = RunDir(load_config(path).output.run_dir).chain_path(0)
     proc = subprocess.Popen(cli("chain", str(path), "--chain", "0"), stderr=subprocess.PIPE,
                             text=True)  # fmt: skip
     _wait_for_draws(target, 20, proc)

@@ -33,6 +33,7 @@ from hawkes_cli.node import (
     visible_gpus,
 )
 from hawkes_cli.parallel import MPIComm, SerialComm, local_rank
+from hawkes_cli.rundir import RunDir
 
 GOLDEN = Path(__file__).parent / "golden"
 UPDATE = os.environ.get("HAWKES_UPDATE_GOLDEN") == "1"
@@ -492,7 +493,7 @@ def _after(tmp_path, monkeypatch, *, rc, got=(), restart=0, budget=2, job="77", 
     monkeypatch.setattr(node_mod.subprocess, "run", fake_run)
     monkeypatch.setattr(node_mod.shutil, "which", lambda name: f"/usr/bin/{name}")
     code = node_mod._after_ranks(cfg, plan.nodes[0], rc, list(got), restart, job)
-    events = [e["event"] for e in slurm.read_node_state(cfg.output.run_dir, 0)["events"]]
+    events = [e["event"] for e in RunDir(cfg.output.run_dir).read_node_state(0)["events"]]
     return code, calls, events
 
 
@@ -526,16 +527,13 @@ def test_finished_node_does_nothing_more(tmp_path, monkeypatch):
 
 
 def test_status_without_slurm(tmp_path):
-    from hawkes_cli.local import prepare_run_dir
 
     cfg = make_config(str(tmp_path / "run"), chains=chains(3, 1, 2))
-    prepare_run_dir(cfg)
-    slurm.write_json_atomic(
-        slurm.slurm_dir(cfg.output.run_dir) / "jobs.json",
-        {"jobs": [{"job_id": "41", "array": "0-1", "nodes": [0, 1]}]},
-    )
-    slurm.record_node_event(cfg.output.run_dir, 1, "start", job="43", array_job="41", restart=0)
-    slurm.record_node_event(cfg.output.run_dir, 1, "start", job="43", array_job="41", restart=1)
+    RunDir.of(cfg).write_config(cfg)
+    run_dir = RunDir.of(cfg)
+    run_dir.record_job({"job_id": "41", "array": "0-1", "nodes": [0, 1]})
+    run_dir.record_node_event(1, "start", job="43", array_job="41", restart=0)
+    run_dir.record_node_event(1, "start", job="43", array_job="41", restart=1)
     rows = slurm.run_status(cfg.output.run_dir, query_slurm=False)
     assert [(r.chain, r.node, r.job, r.requeues, r.draws) for r in rows] == [
         (0, 0, "41_0", 0, 0),
@@ -613,13 +611,12 @@ def _clean_env() -> dict[str, str]:
 @pytest.mark.mpi
 def test_node_launcher_runs_its_chains_then_nothing(tmp_path, small_events):
     """Outside Slurm (mpiexec): node 0 runs chains 0 and 1 with 2 ranks each, like run_chain."""
-    from hawkes_cli.local import prepare_run_dir
-    from hawkes_cli.runner import chain_path, run_chain
+    from hawkes_cli.runner import run_chain
     from hawkes_cli.storage import read_chain
 
     path = node_config(tmp_path, small_events, "node")
     cfg = load_config(path)
-    prepare_run_dir(cfg)
+    RunDir.of(cfg).write_config(cfg)
     proc = subprocess.run(
         cli_node(cfg, 0, "--launcher", "mpiexec"),
         capture_output=True,
@@ -632,15 +629,15 @@ def test_node_launcher_runs_its_chains_then_nothing(tmp_path, small_events):
     ser = load_config(node_config(tmp_path, small_events, "serial"))
     for c in (0, 1):
         run_chain(ser, c)
-        a = read_chain(chain_path(ser.output.run_dir, c)).draws
-        b = read_chain(chain_path(cfg.output.run_dir, c)).draws
+        a = read_chain(RunDir(ser.output.run_dir).chain_path(c)).draws
+        b = read_chain(RunDir(cfg.output.run_dir).chain_path(c)).draws
         for key in a:
             if key == "loglik":
                 np.testing.assert_allclose(b[key], a[key], rtol=1e-12)
             else:
                 np.testing.assert_array_equal(b[key], a[key], err_msg=key)
-    assert not chain_path(cfg.output.run_dir, 2).exists()
-    before = os.stat(chain_path(cfg.output.run_dir, 0)).st_mtime_ns
+    assert not RunDir(cfg.output.run_dir).chain_path(2).exists()
+    before = os.stat(RunDir(cfg.output.run_dir).chain_path(0)).st_mtime_ns
     again = subprocess.run(
         cli_node(cfg, 0, "--launcher", "mpiexec"),
         capture_output=True,
@@ -649,8 +646,8 @@ def test_node_launcher_runs_its_chains_then_nothing(tmp_path, small_events):
         env=_clean_env(),
     )
     assert again.returncode == 0 and "all finished; nothing to do" in again.stderr
-    assert os.stat(chain_path(cfg.output.run_dir, 0)).st_mtime_ns == before
-    events = [e["event"] for e in slurm.read_node_state(cfg.output.run_dir, 0)["events"]]
+    assert os.stat(RunDir(cfg.output.run_dir).chain_path(0)).st_mtime_ns == before
+    events = [e["event"] for e in RunDir(cfg.output.run_dir).read_node_state(0)["events"]]
     assert events == ["start", "finished", "start", "finished"]
 
 
@@ -671,22 +668,20 @@ def cli_node(cfg, node: int, *extra: str) -> list[str]:
 
 @pytest.mark.mpi
 def test_warning_signal_stops_node_at_a_commit(tmp_path, small_events):
-    from hawkes_cli.local import prepare_run_dir
-    from hawkes_cli.runner import chain_path
     from hawkes_cli.storage import read_sidecar
 
     path = node_config(tmp_path, small_events, "warn")
     text = path.read_text().replace("iterations: 120", "iterations: 100000")
     path.write_text(text)
     cfg = load_config(path)
-    prepare_run_dir(cfg)
+    RunDir.of(cfg).write_config(cfg)
     proc = subprocess.Popen(
         cli_node(cfg, 1, "--launcher", "mpiexec"),
         stderr=subprocess.PIPE,
         text=True,
         env=_clean_env(),
     )
-    target = chain_path(cfg.output.run_dir, 2)
+    target = RunDir(cfg.output.run_dir).chain_path(2)
     t0 = time.monotonic()
     while not (read_sidecar(target) or {}).get("draws"):
         assert proc.poll() is None, proc.stderr.read()
@@ -704,9 +699,8 @@ def test_warning_signal_stops_node_at_a_commit(tmp_path, small_events):
 def test_rank_count_must_match_the_plan(tmp_path, small_events):
     path = node_config(tmp_path, small_events, "size")
     cfg = load_config(path)
-    from hawkes_cli.local import prepare_run_dir
 
-    prepare_run_dir(cfg)
+    RunDir.of(cfg).write_config(cfg)
     mpiexec = str(BIN / "mpiexec")
     proc = subprocess.run(
         [mpiexec, "-n", "3", *cli_node(cfg, 0, "--ranks")],

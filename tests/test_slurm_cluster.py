@@ -30,7 +30,7 @@ from hawkes_cli import slurm
 from hawkes_cli.config import load_config
 from hawkes_cli.data import save_events
 from hawkes_cli.model import Params
-from hawkes_cli.runner import chain_path
+from hawkes_cli.rundir import RunDir
 from hawkes_cli.simulate import DensityGrid, simulate
 from hawkes_cli.storage import read_chain, read_sidecar
 
@@ -110,12 +110,12 @@ def reference(root, events) -> dict[int, dict[str, np.ndarray]]:
     proc = cli("local", path)
     assert proc.returncode == 0, proc.stderr
     run_dir = load_config(path).output.run_dir
-    return {c: read_chain(chain_path(run_dir, c)).draws for c in range(4)}
+    return {c: read_chain(RunDir(run_dir).chain_path(c)).draws for c in range(4)}
 
 
 def assert_same_draws(run_dir: Path, reference, chains=range(4)) -> None:
     for c in chains:
-        got, want = read_chain(chain_path(run_dir, c)).draws, reference[c]
+        got, want = read_chain(RunDir(run_dir).chain_path(c)).draws, reference[c]
         assert got["iteration"].tolist() == list(range(ITERATIONS)), f"chain {c}"
         for key in want:
             if key == "loglik":
@@ -182,12 +182,12 @@ def wait_for(what: str, predicate, *, job: str | None = None, timeout: float = T
 
 
 def draws(run_dir: Path, c: int) -> int:
-    return int((read_sidecar(chain_path(run_dir, c)) or {}).get("draws", 0))
+    return int((read_sidecar(RunDir(run_dir).chain_path(c)) or {}).get("draws", 0))
 
 
 def done(run_dir: Path, chains=range(4)) -> bool:
     finished = all(
-        (read_sidecar(chain_path(run_dir, c)) or {}).get("checkpoint", {}).get("finished")
+        (read_sidecar(RunDir(run_dir).chain_path(c)) or {}).get("checkpoint", {}).get("finished")
         for c in chains
     )
     return finished and not slurm.active_jobs(run_dir)
@@ -272,7 +272,7 @@ def test_array_job_gives_the_local_draws(root, events, reference):
     assert "4/4 chains finished" in status.stdout
     again = cli("submit", path)
     assert again.returncode == 0 and "nothing submitted" in again.stdout, again.stderr
-    assert len(slurm.read_jobs(run_dir)) == 1
+    assert len(RunDir(run_dir).read_jobs()) == 1
 
 
 def test_requeue_mid_run_loses_and_repeats_no_draw(root, events, reference):
@@ -328,7 +328,7 @@ def test_warning_signal_requeues_until_budget_then_resubmit(root, events, refere
         "budget-spent",
     ]
     for c in (0, 1):
-        side = read_sidecar(chain_path(run_dir, c))
+        side = read_sidecar(RunDir(run_dir).chain_path(c))
         assert not side["checkpoint"]["finished"]
         assert side["draws"] == side["checkpoint"]["iteration"]  # committed up to the stop
     job2 = submit(path)  # resubmit: continue both chains from their last commit
@@ -353,7 +353,7 @@ def test_cancel_stops_the_run_at_a_commit(root, events):
     assert proc.returncode == 0 and proc.stdout.strip() == f"cancelled {job}", proc.stderr
     wait_for("the jobs to end", lambda: not slurm.active_jobs(run_dir))
     for c in range(4):  # SIGTERM: every chain stopped at an iteration boundary and committed
-        side = read_sidecar(chain_path(run_dir, c))
+        side = read_sidecar(RunDir(run_dir).chain_path(c))
         assert 0 < side["draws"] == side["checkpoint"]["iteration"] < 100_000
     rows = json.loads(cli("status", run_dir, "--json").stdout)
     assert {r["state"] for r in rows} == {"CANCELLED"}

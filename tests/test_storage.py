@@ -24,6 +24,7 @@ import hawkes_cli.storage as storage
 from hawkes_cli.errors import StorageError
 from hawkes_cli.storage import (
     CHUNK_ROWS,
+    DRAW_FIELDS,
     SCHEMA_VERSION,
     ChainMeta,
     ChainWriter,
@@ -31,18 +32,11 @@ from hawkes_cli.storage import (
     read_sidecar,
     sidecar_path,
 )
+from hawkes_cli.vocab import PARAM_NAMES
 
 ROOT = Path(__file__).resolve().parents[1]
-PARAMS = ("mu0", "tau_t", "xi0", "sigma_x", "sigma_t")
-FIELDS = (
-    ("iteration", "i8"),
-    ("loglik", "f8"),
-    ("logprior", "f8"),
-    ("accepted", "i1"),
-    ("warmup", "i1"),
-    ("coordinate", "i1"),
-    ("scale", "f8"),
-)
+PARAMS = PARAM_NAMES
+FIELDS = DRAW_FIELDS
 WARMUP = 20
 
 
@@ -273,19 +267,18 @@ def test_sidecar_write_failing_midway_keeps_old_sidecar(tmp_path, monkeypatch):
     write_draws(writer, 0, 3)
     writer.commit({"next": 3})
     before = sidecar_path(path).read_bytes()
-    real_dump = json.dump
 
-    def half_dump(obj, fh, **kwargs):
-        text = json.dumps(obj, **kwargs)
-        fh.write(text[: len(text) // 2])
-        fh.flush()
+    real_write_bytes = Path.write_bytes
+
+    def half_write(self, data):  # the temporary sidecar is half written, never renamed
+        real_write_bytes(self, data[: len(data) // 2])
         raise RuntimeError("killed mid-write")
 
     write_draws(writer, 3, 6)
-    monkeypatch.setattr(storage.json, "dump", half_dump)
+    monkeypatch.setattr(Path, "write_bytes", half_write)
     with pytest.raises(RuntimeError, match="mid-write"):
         writer.commit({"next": 6})
-    monkeypatch.setattr(storage.json, "dump", real_dump)
+    monkeypatch.undo()
     assert sidecar_path(path).read_bytes() == before
     assert json.loads(before)["draws"] == 3
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c.ckpt.json", "c.h5", "c.lock"]
@@ -571,7 +564,7 @@ def test_sigkill_after_rows_before_sidecar_replace(tmp_path):
     out = tmp_path / "out.txt"
     proc = _start(tmp_path, out, path, total=100, k=4, mode="die-before-replace")
     assert proc.wait(timeout=30) == -signal.SIGKILL, out.read_text()
-    assert sidecar_path(path).with_name("chain-03.ckpt.json.tmp").exists()  # never replaced
+    assert list(tmp_path.glob(".chain-03.ckpt.json.*.tmp"))  # written, never replaced
     assert raw_rows(path)["mu0"] == 14  # the block reached the HDF5 file ...
     chain = read_chain(path)
     assert chain.n_committed == 10  # ... but is not committed

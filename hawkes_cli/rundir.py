@@ -1,0 +1,393 @@
+"""The run directory: the one module that knows its layout and its small records.
+
+::
+
+    RUN_DIR/config.yaml                 the resolved config (``# sha256: ...`` first line)
+    RUN_DIR/chains/chain-00.h5          draws (HDF5, written only by the chain's rank 0)
+    RUN_DIR/chains/chain-00.ckpt.json   commit record: draw count + the typed :class:`Checkpoint`
+    RUN_DIR/chains/chain-00.lock        advisory lock held by the one live writer
+    RUN_DIR/chains/chain-00.progress.json   :class:`Progress`, rewritten every few seconds
+    RUN_DIR/logs/chain-00.log           a local chain's stdout and stderr
+    RUN_DIR/slurm/job.sbatch            the batch script of the last submission
+    RUN_DIR/slurm/plan.json             the placement plan of the last submission
+    RUN_DIR/slurm/jobs.json             every submission: job id, array, time
+    RUN_DIR/slurm/node-00.json          starts, requeues and ends of one array task
+    RUN_DIR/slurm/logs/                 Slurm's own output files
+
+Everything else reaches these files through :class:`RunDir`. The chain file, its commit record
+(``.ckpt.json``: schema, chain, config, committed draw count, checkpoint payload) and its lock
+are :mod:`hawkes_cli.storage`'s protocol; what the checkpoint payload of an MCMC chain holds is
+:class:`Checkpoint`, here.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from . import atomic
+from .errors import StorageError, UsageError
+from .storage import read_sidecar, sidecar_path
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .config import Config
+
+CONFIG_NAME = "config.yaml"
+CHAINS_DIR = "chains"
+LOGS_DIR = "logs"
+SLURM_DIR = "slurm"
+SCRIPT_NAME = "job.sbatch"
+PLAN_NAME = "plan.json"
+JOBS_NAME = "jobs.json"
+
+_CHAIN_FILE = re.compile(r"^chain-(\d+)\.h5$")
+
+
+# --------------------------------------------------------------------------- chain-file siblings
+
+
+def progress_path(chain_file: Path) -> Path:
+    """Progress record of a chain file: ``chain-00.h5`` -> ``chain-00.progress.json``."""
+    return Path(chain_file).with_suffix(".progress.json")
+
+
+def now_utc(timespec: str = "milliseconds") -> str:
+    """The current UTC time, ISO 8601 (commit records: milliseconds; job records: seconds)."""
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec=timespec)
+
+
+# --------------------------------------------------------------------------- typed records
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """What a chain needs to continue bit for bit (rank 0 writes it with every commit).
+
+    Attributes
+    ----------
+    iteration
+        Next iteration to run (== the config's ``sampler.iterations`` when finished).
+    sampler
+        The sampler's state (:meth:`hawkes_cli.sampler.SamplerState.to_json`).
+    rng
+        State of the sampler's bit generator (numpy ``bit_generator.state``).
+    loglik, logprior
+        The current state's log-likelihood and log-prior (log scale, Jacobian included).
+    finished
+        True once the chain ran all its iterations.
+    loc_rng
+        State of the cut-posterior location stream before its last draw, or None.
+    truncation
+        The truncated trigger's cut-off (``{"kappa": ...}``), or None for exact engines.
+    """
+
+    iteration: int
+    sampler: Mapping[str, Any]
+    rng: Mapping[str, Any]
+    loglik: float
+    logprior: float
+    finished: bool
+    loc_rng: Mapping[str, Any] | None = None
+    truncation: Mapping[str, Any] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready dict (the ``checkpoint`` member of the commit record)."""
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any], where: str = "checkpoint") -> Checkpoint:
+        """Parse and check a checkpoint payload.
+
+        Raises
+        ------
+        StorageError
+            A member is missing or of the wrong type (names ``where`` and the member).
+        """
+        if not isinstance(data, Mapping):
+            raise StorageError(f"{where}: 'checkpoint' must be a JSON object, got {data!r}")
+
+        def need(key: str, kinds: tuple[type, ...], what: str) -> Any:
+            value = data.get(key)
+            if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+                raise StorageError(
+                    f"{where}: checkpoint member {key!r} must be {what}, got {value!r}; the "
+                    "checkpoint is damaged: restore it, or start over with --overwrite"
+                )
+            return value
+
+        def optional(key: str) -> Mapping[str, Any] | None:
+            value = data.get(key)
+            return None if value is None else need(key, (dict,), "an object or null")
+
+        iteration = need("iteration", (int,), "an integer >= 0")
+        if iteration < 0:
+            raise StorageError(f"{where}: checkpoint iteration {iteration} is negative")
+        return cls(
+            iteration=iteration,
+            sampler=need("sampler", (dict,), "an object"),
+            rng=need("rng", (dict,), "an object"),
+            loglik=float(need("loglik", (int, float), "a number")),
+            logprior=float(need("logprior", (int, float), "a number")),
+            finished=need("finished", (bool,), "true or false"),
+            loc_rng=optional("loc_rng"),
+            truncation=optional("truncation"),
+        )
+
+
+@dataclass(frozen=True)
+class Progress:
+    """A chain's progress record (rank 0 rewrites it every few seconds).
+
+    ``status`` is ``pending`` (nothing written yet), ``running``, ``stopped`` or ``finished``.
+    """
+
+    chain: int
+    status: str
+    iteration: int
+    iterations: int
+    it_per_s: float | None = None
+    acceptance: float | None = None
+    loglik: float | None = None
+    draws_committed: int = 0
+    host: str | None = None
+    pid: int | None = None
+    updated: str | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        out = asdict(self)
+        out.update(out.pop("extra"))
+        return out
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Progress:
+        known = {f for f in cls.__dataclass_fields__ if f != "extra"}
+        return cls(
+            **{k: data[k] for k in known if k in data},
+            extra={k: v for k, v in data.items() if k not in known},
+        )
+
+
+# --------------------------------------------------------------------------- the directory
+
+
+@dataclass(frozen=True)
+class RunDir:
+    """One run directory (see the module docstring for its layout).
+
+    Attributes
+    ----------
+    root
+        The directory (``output.run_dir`` of the config).
+    """
+
+    root: Path
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "root", Path(self.root))
+
+    @classmethod
+    def of(cls, config: Config) -> RunDir:
+        """The run directory of a config."""
+        return cls(config.output.run_dir)
+
+    # ---- paths
+    @property
+    def config_path(self) -> Path:
+        return self.root / CONFIG_NAME
+
+    @property
+    def chains_dir(self) -> Path:
+        return self.root / CHAINS_DIR
+
+    @property
+    def logs_dir(self) -> Path:
+        return self.root / LOGS_DIR
+
+    @property
+    def slurm_dir(self) -> Path:
+        return self.root / SLURM_DIR
+
+    @property
+    def slurm_logs_dir(self) -> Path:
+        return self.slurm_dir / "logs"
+
+    @property
+    def script_path(self) -> Path:
+        return self.slurm_dir / SCRIPT_NAME
+
+    @property
+    def plan_path(self) -> Path:
+        return self.slurm_dir / PLAN_NAME
+
+    @property
+    def jobs_path(self) -> Path:
+        return self.slurm_dir / JOBS_NAME
+
+    def chain_path(self, chain_id: int) -> Path:
+        """``RUN_DIR/chains/chain-XX.h5``."""
+        return self.chains_dir / f"chain-{chain_id:02d}.h5"
+
+    def progress_path(self, chain_id: int) -> Path:
+        """``RUN_DIR/chains/chain-XX.progress.json``."""
+        return progress_path(self.chain_path(chain_id))
+
+    def log_path(self, chain_id: int) -> Path:
+        """``RUN_DIR/logs/chain-XX.log`` (a local chain's output)."""
+        return self.logs_dir / f"chain-{chain_id:02d}.log"
+
+    def node_state_path(self, node: int) -> Path:
+        """``RUN_DIR/slurm/node-NN.json``: starts, requeues and ends of one array task."""
+        return self.slurm_dir / f"node-{node:02d}.json"
+
+    def chain_files(self) -> list[tuple[int, Path]]:
+        """The chain files present, as ``(chain id, path)`` ascending by id ([] if none).
+
+        A directory without ``chains/`` is read as a folder of chain files itself.
+        """
+        folder = self.chains_dir if self.chains_dir.is_dir() else self.root
+        try:
+            entries = list(folder.iterdir())
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        found = []
+        for p in entries:
+            m = _CHAIN_FILE.match(p.name)
+            if m and p.is_file():
+                found.append((int(m.group(1)), p))
+        return sorted(found)
+
+    # ---- the resolved config
+    def write_config(self, config: Config, *, overwrite: bool = False) -> Path:
+        """Create the directory and write the resolved config; refuse a different one.
+
+        Returns the path of ``config.yaml``, which chain processes and jobs read.
+
+        Raises
+        ------
+        StorageError
+            The directory holds a run of a different config (and not ``overwrite``).
+        """
+        self.chains_dir.mkdir(parents=True, exist_ok=True)
+        self.logs_dir.mkdir(exist_ok=True)
+        target = self.config_path
+        if target.exists() and not overwrite:
+            old = self.load_config()
+            if old.sha256 != config.sha256:
+                raise StorageError(
+                    f"{self.root} holds a run of a different config ({target}); choose another "
+                    "output.run_dir, or pass --overwrite to start that run afresh"
+                )
+            return target
+        atomic.write_text(target, f"# sha256: {config.sha256}\n" + config.to_yaml())
+        return target
+
+    def load_config(self) -> Config:
+        """The resolved config of this run directory.
+
+        Raises
+        ------
+        UsageError
+            There is no ``config.yaml``: not a run directory.
+        """
+        from .config import load_config
+
+        if not self.config_path.is_file():
+            raise UsageError(
+                f"{self.root} is not a run directory (no {CONFIG_NAME}); give the run directory "
+                "that `hawkes-run submit` or `hawkes-run local` wrote"
+            )
+        return load_config(self.config_path)
+
+    # ---- chain records
+    def commit_record(self, chain_id: int) -> dict[str, Any] | None:
+        """The chain's commit record (``draws``, ``committed_at``, ``checkpoint``, ...; see
+        :func:`hawkes_cli.storage.read_sidecar`), None when nothing was committed."""
+        return read_sidecar(self.chain_path(chain_id))
+
+    def checkpoint(self, chain_id: int) -> Checkpoint | None:
+        """The chain's last committed checkpoint (None when nothing was committed).
+
+        Raises
+        ------
+        StorageError
+            The commit record is unreadable or its checkpoint damaged.
+        """
+        side = self.commit_record(chain_id)
+        if side is None or side.get("checkpoint") is None:
+            return None
+        where = str(sidecar_path(self.chain_path(chain_id)))
+        return Checkpoint.from_json(side["checkpoint"], where)
+
+    def is_finished(self, chain_id: int) -> bool:
+        """True when the chain's committed checkpoint says it is complete."""
+        ckpt = self.checkpoint(chain_id)
+        return bool(ckpt and ckpt.finished)
+
+    def write_progress(self, progress: Progress) -> None:
+        """Replace the chain's progress record."""
+        atomic.write_json(self.progress_path(progress.chain), progress.to_json(), indent=None)
+
+    def read_progress(self, chain_id: int, iterations: int = 0) -> Progress:
+        """The chain's latest progress record (status ``pending`` where there is none)."""
+        try:
+            data = json.loads(self.progress_path(chain_id).read_text(encoding="utf-8"))
+            if isinstance(data, dict):
+                return Progress.from_json(data)
+        except (OSError, ValueError, TypeError):
+            pass
+        return Progress(chain=chain_id, status="pending", iteration=0, iterations=iterations)
+
+    # ---- Slurm job records
+    def read_jobs(self) -> list[dict[str, Any]]:
+        """The submissions recorded in ``slurm/jobs.json`` (oldest first; [] if none).
+
+        Raises
+        ------
+        StorageError
+            If the file exists but is not a valid record.
+        """
+        path = self.jobs_path
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return []
+        except (OSError, ValueError) as exc:
+            raise StorageError(f"cannot read {path}: {exc}") from None
+        jobs = data.get("jobs") if isinstance(data, dict) else None
+        if not isinstance(jobs, list):
+            raise StorageError(f"{path}: expected an object with a list 'jobs'")
+        return jobs
+
+    def record_job(self, record: Mapping[str, Any]) -> None:
+        """Append a submission to ``slurm/jobs.json``."""
+        jobs = self.read_jobs()
+        jobs.append(dict(record))
+        atomic.write_json(self.jobs_path, {"jobs": jobs}, make_parents=True)
+
+    def read_node_state(self, node: int) -> dict[str, Any]:
+        """The event record of array task ``node`` (``{"events": []}`` if none yet)."""
+        try:
+            data = json.loads(self.node_state_path(node).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {"node": node, "events": []}
+        if not isinstance(data, dict) or not isinstance(data.get("events"), list):
+            return {"node": node, "events": []}
+        return data
+
+    def record_node_event(self, node: int, event: str, **fields: Any) -> None:
+        """Append an event (``start``, ``requeue``, ``finished``, ...) to ``node-NN.json``."""
+        data = self.read_node_state(node)
+        data["node"] = node
+        data["events"].append({"event": event, "time": now_utc("seconds"), **fields})
+        atomic.write_json(self.node_state_path(node), data, make_parents=True)
+
+    def requeue_count(self, node: int) -> int:
+        """How many times array task ``node`` was started again after a requeue (any cause)."""
+        events = self.read_node_state(node)["events"]
+        return sum(1 for e in events if e.get("event") == "start" and int(e.get("restart", 0)) > 0)

@@ -1,0 +1,43 @@
+"""The domain's names and defaults, in one place.
+
+Every module that validates or offers one of these choices (config, engine, sampler, kernels,
+the CLI's ``click.Choice`` lists) imports it from here, so a name or a default is written once.
+This module imports nothing of the package.
+"""
+
+from __future__ import annotations
+
+#: The five model parameters, in the order of every vector, table and chain file (DESIGN 2).
+PARAM_NAMES: tuple[str, ...] = ("mu0", "tau_t", "xi0", "sigma_x", "sigma_t")
+
+#: Model kinds: 1 constant spatial lengthscale, 2 lengthscale ``sigma_x / sqrt(density)``.
+MODELS: tuple[int, ...] = (1, 2)
+
+#: MCMC sampler kinds (``sampler.kind``): ``univariate`` and ``block`` reproduce the paper,
+#: ``tiered`` spends one trigger pass per iteration and many cheap moves (no pair pass).
+SAMPLER_KINDS: tuple[str, ...] = ("univariate", "block", "tiered")
+DEFAULT_SAMPLER = "univariate"
+
+#: Likelihood engines (``engine.backend`` / ``loglik --engine``); ``opencl`` is the default of
+#: MCMC runs, ``reference`` is numpy float64 straight from the formulas.
+ENGINES: tuple[str, ...] = ("opencl", "reference")
+DEFAULT_ENGINE = "opencl"
+
+#: Working precisions of the OpenCL kernels (``engine.precision``); the first is the default.
+PRECISIONS: tuple[str, ...] = ("float32", "float64")
+DEFAULT_PRECISION = PRECISIONS[0]
+
+#: Background forms (``engine.background``): ``auto`` once per distinct time (exact), ``pairs``
+#: the plain pair sum over all events (to check the former).
+BACKGROUNDS: tuple[str, ...] = ("auto", "pairs")
+DEFAULT_BACKGROUND = BACKGROUNDS[0]
+
+#: Default ``engine.tolerance`` of MCMC runs: the truncated trigger with a log-likelihood within
+#: 1e-6 relative of the exact pair sum at every evaluation. 0 asks for the exact pair sum, which
+#: is the default of ``hawkes-run loglik`` (a checking tool) and of :func:`make_likelihood`.
+DEFAULT_TOLERANCE = 1e-6
+EXACT_TOLERANCE = 0.0
+
+#: Exit code of a chain (or launcher) that stopped on request after committing its draws
+#: (SIGTERM, SIGINT, SIGUSR1): EX_TEMPFAIL, "run again to resume".
+EXIT_STOPPED = 75
