@@ -33,8 +33,7 @@ import hashlib
 import importlib.util
 import io
 import logging
-import os
-import secrets
+import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -42,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from . import geo
+from . import atomic, geo
 from .data import FrozenAttrs
 from .errors import EventsError, UsageError
 from .geo import PolygonLayer, PolygonSampler, require_pyogrio
@@ -392,29 +391,20 @@ def load_county_table(path: Path | None = None) -> CountyTable:
 
 
 def atomic_write_text(path: Path, text: str) -> None:
-    """Write UTF-8 text via a temporary file in the same folder and a rename.
+    """Write UTF-8 text atomically (:func:`hawkes_cli.atomic.write_text`).
 
     Raises
     ------
     EventsError
         The folder is missing or not writable; nothing is left behind.
     """
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
     try:
-        with open(tmp, "x", encoding="utf-8", newline="") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
+        atomic.write_text(path, text)
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
         raise EventsError(
             f"{path}: cannot write ({exc.strerror or exc}); check that {path.parent} exists and "
             "is writable"
         ) from None
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 # --------------------------------------------------------------------------------------------
@@ -834,6 +824,10 @@ def project_points(
     return np.asarray(px, dtype=np.float64), np.asarray(py, dtype=np.float64)
 
 
+#: The files of a shapefile that :func:`write_polygons` writes.
+_SHAPEFILE_PARTS = (".shp", ".shx", ".dbf", ".prj", ".cpg")
+
+
 def write_polygons(layer: PolygonLayer, path: Path) -> None:
     """Write polygons (key field ``GEOID``) to a GeoPackage or shapefile, atomically.
 
@@ -847,30 +841,32 @@ def write_polygons(layer: PolygonLayer, path: Path) -> None:
     suffix = path.suffix.lower()
     if suffix not in (".gpkg", ".shp"):
         raise UsageError(f"{path}: polygon output must be .gpkg or .shp")
-    tmp = path.with_name(f".{path.stem}.{os.getpid()}.{secrets.token_hex(4)}{suffix}")
     keys = np.char.zfill(layer.keys.astype("<U5"), 5).astype(object)
+    # The driver needs the real suffix, so the file (a shapefile: its parts) is written under its
+    # own name in a private folder beside ``path``, then each part replaces its target atomically.
     try:
-        pyogrio.raw.write(
-            tmp,
-            geometry=shapely.to_wkb(layer.geoms),
-            field_data=[keys],
-            fields=["GEOID"],
-            layer="counties" if suffix == ".gpkg" else None,
-            geometry_type="MultiPolygon",
-            crs=layer.crs,
-            promote_to_multi=True,
-            encoding="UTF-8",
-        )
-        if suffix == ".shp":
-            for ext in (".shp", ".shx", ".dbf", ".prj", ".cpg"):
-                part = tmp.with_suffix(ext)
+        with tempfile.TemporaryDirectory(prefix=f".{path.stem}.", dir=path.parent) as folder:
+            staged = Path(folder) / f"{path.stem}{suffix}"
+            pyogrio.raw.write(
+                staged,
+                geometry=shapely.to_wkb(layer.geoms),
+                field_data=[keys],
+                fields=["GEOID"],
+                layer="counties" if suffix == ".gpkg" else None,
+                geometry_type="MultiPolygon",
+                crs=layer.crs,
+                promote_to_multi=True,
+                encoding="UTF-8",
+            )
+            if suffix == ".gpkg":
+                moves = [(staged, path)]
+            else:
+                moves = [(staged.with_suffix(e), path.with_suffix(e)) for e in _SHAPEFILE_PARTS]
+            for part, target in moves:
                 if part.exists():
-                    os.replace(part, path.with_suffix(ext))
-        else:
-            os.replace(tmp, path)
+                    with atomic.replacing(target) as tmp:
+                        part.replace(tmp)
     except Exception as exc:
-        for ext in (".shp", ".shx", ".dbf", ".prj", ".cpg", ".gpkg"):
-            tmp.with_suffix(ext).unlink(missing_ok=True)
         if isinstance(exc, (EventsError, UsageError)):
             raise
         raise EventsError(f"{path}: cannot write polygons: {exc}") from None

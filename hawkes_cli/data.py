@@ -29,7 +29,6 @@ import gzip
 import json
 import logging
 import os
-import secrets
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +36,7 @@ from typing import IO, Any
 
 import numpy as np
 
+from . import atomic
 from .errors import EventsError, UsageError
 
 log = logging.getLogger(__name__)
@@ -655,7 +655,23 @@ def load_events(path: PathLike, *, need_density: bool = False) -> EventData:
     return data
 
 
-def save_events(data: EventData, path: PathLike) -> None:
+def _create_empty(tmp: Path, path: Path) -> None:
+    """Create the temporary file first, so a missing or read-only folder gets its own message.
+
+    Mode 0o666 so the umask applies as for a normal file.
+    """
+    try:
+        os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666))
+    except OSError as exc:
+        raise EventsError(
+            f"{path}: cannot write the events file ({exc.strerror or exc}); check that the folder "
+            f"{path.parent} exists and is writable"
+        ) from None
+
+
+def save_events(
+    data: EventData, path: PathLike, *, finish: Callable[[Path], None] | None = None
+) -> None:
     """Write events to CSV or HDF5 atomically (temporary file in the same folder + rename).
 
     Parameters
@@ -668,6 +684,9 @@ def save_events(data: EventData, path: PathLike) -> None:
         back to the same float64); CSV cannot keep ``attrs`` (an INFO message says so). HDF5 gets
         the datasets under ``/events`` and ``attrs`` as attributes of that group, dicts, lists and
         tuples as JSON strings (``None`` values are left out).
+    finish
+        Called with the temporary file once the events are in it, before it replaces ``path``
+        (to add HDF5 groups of the caller's own); whatever it raises leaves ``path`` untouched.
 
     Raises
     ------
@@ -690,32 +709,21 @@ def save_events(data: EventData, path: PathLike) -> None:
             p,
             ", ".join(sorted(data.attrs)),
         )
-    tmp = p.with_name(f".{p.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
     try:
-        # O_EXCL: never clobber; mode 0o666 so the umask applies as for a normal file.
-        os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+        with atomic.replacing(p) as tmp:
+            _create_empty(tmp, p)
+            if kind == "csv":
+                with _open_text(tmp, "w", gz=_is_gz(p)) as handle:
+                    _write_csv(data, handle)
+            else:
+                _write_hdf5(data, str(tmp))
+            if finish is not None:
+                finish(tmp)
     except OSError as exc:
         raise EventsError(
-            f"{p}: cannot write the events file ({exc.strerror or exc}); check that the folder "
-            f"{p.parent} exists and is writable"
-        ) from None
-    try:
-        if kind == "csv":
-            with _open_text(tmp, "w", gz=_is_gz(p)) as handle:
-                _write_csv(data, handle)
-        else:
-            _write_hdf5(data, str(tmp))
-        with open(tmp, "rb+") as raw:
-            os.fsync(raw.fileno())
-        os.replace(tmp, p)
-    except BaseException as exc:
-        tmp.unlink(missing_ok=True)
-        if isinstance(exc, OSError):
-            raise EventsError(
-                f"{p}: writing the events file failed ({exc.strerror or exc}); nothing was "
-                f"written — check free space and permissions"
-            ) from exc
-        raise
+            f"{p}: writing the events file failed ({exc.strerror or exc}); nothing was "
+            f"written — check free space and permissions"
+        ) from exc
     log.info("wrote %d events to %s", data.n, p)
 
 
