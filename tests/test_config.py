@@ -10,16 +10,21 @@ from pathlib import Path
 import pytest
 import yaml
 
+from hawkes_cli import vocab
 from hawkes_cli.config import (
     KEYS,
     SECTIONS,
     ChainsConfig,
     Config,
+    SamplerConfig,
     config_from_mapping,
     config_from_yaml_text,
+    default_warmup,
     load_config,
     slurm_time_seconds,
 )
+from hawkes_cli.config.schema import SECTION_TYPES
+from hawkes_cli.config.spec import SPEC, KeySpec
 from hawkes_cli.errors import ConfigError
 from hawkes_cli.model import PARAM_NAMES
 from hawkes_cli.priors import DEFAULT_PRIOR, Prior
@@ -91,6 +96,16 @@ def test_minimal_config_fills_every_default(tmp_path):
 def test_default_warmup_is_a_tenth_capped_at_1000(tmp_path, iterations, warmup):
     cfg = from_text(with_section("sampler", f"iterations: {iterations}"), tmp_path)
     assert cfg.sampler.warmup == warmup
+    text = with_section("sampler", f"iterations: {iterations}, warmup: null")
+    assert from_text(text, tmp_path).sampler.warmup == warmup
+    assert default_warmup(iterations) == warmup
+    # the dataclass resolves a missing warm-up the same way (one home for the default)
+    assert SamplerConfig(iterations=iterations).warmup == warmup
+
+
+def test_sampler_config_default_warmup_matches_the_loader(tmp_path):
+    assert SamplerConfig() == from_text("data: {events: ev.h5}\n", tmp_path).sampler
+    assert SamplerConfig(iterations=50, warmup=0).warmup == 0
 
 
 def test_null_takes_the_default(tmp_path):
@@ -121,6 +136,34 @@ def test_priors_parsed(tmp_path):
     cfg = from_text(with_section("priors", "sigma_x: {gamma: [2, 1]}"), tmp_path)
     assert cfg.priors["sigma_x"] == Prior("gamma", (2.0, 1.0))
     assert cfg.priors["mu0"] == DEFAULT_PRIOR
+
+
+# --------------------------------------------------------------------------- schema
+
+
+def test_every_section_key_is_one_field_with_a_spec():
+    assert list(SECTION_TYPES) == [name for name in SECTIONS if name != "priors"]
+    assert KEYS["priors"] == PARAM_NAMES
+    for name, cls in SECTION_TYPES.items():
+        fields = dataclasses.fields(cls)
+        assert KEYS[name] == tuple(f.name for f in fields)
+        for f in fields:
+            assert isinstance(f.metadata[SPEC], KeySpec), f"{name}.{f.name}"
+
+
+def test_names_and_defaults_come_from_vocab(tmp_path):
+    cfg = from_text("data: {events: ev.h5}\n", tmp_path)
+    assert cfg.sampler.kind == vocab.DEFAULT_SAMPLER
+    assert cfg.engine.backend == vocab.DEFAULT_ENGINE
+    assert cfg.engine.precision == vocab.DEFAULT_PRECISION
+    assert cfg.engine.background == vocab.DEFAULT_BACKGROUND
+    assert cfg.engine.tolerance == vocab.DEFAULT_TOLERANCE
+    for kind in vocab.SAMPLER_KINDS:
+        assert from_text(with_section("sampler", f"kind: {kind}"), tmp_path).sampler.kind == kind
+    for backend in vocab.ENGINES:
+        assert from_text(with_section("engine", f"backend: {backend}"), tmp_path).engine.backend
+    with raises(r"sampler\.kind: expected one of " + ", ".join(vocab.SAMPLER_KINDS) + ", got"):
+        from_text(with_section("sampler", "kind: gibbs"), tmp_path)
 
 
 # --------------------------------------------------------------------------- paths
@@ -337,7 +380,8 @@ def test_wrong_types_and_ranges_name_file_and_key(tmp_path, section, body, patte
         from_text(with_section(section, body), tmp_path)
 
 
-@pytest.mark.parametrize("section", ["model", "sampler", "slurm"])
+# ids without the bare word "slurm", which conftest reads as the local-cluster marker
+@pytest.mark.parametrize("section", ["model", "sampler", "slurm"], ids=lambda s: f"{s}-section")
 def test_section_must_be_a_mapping(tmp_path, section):
     with raises(rf"t\.yaml: section '{section}' must be a mapping.*valid keys"):
         from_text(f"data: {{events: ev.h5}}\n{section}: [1, 2]\n", tmp_path)
@@ -432,6 +476,16 @@ def test_to_yaml_round_trip_gives_equal_config_and_hash(tmp_path):
     assert mapping["sampler"]["initial"] == {"mu0": 0.5, "sigma_t": 5.0}
     assert mapping["output"]["run_dir"] == str(tmp_path / "runs" / "full")
     assert os.path.isabs(mapping["data"]["events"])
+
+
+def test_resolved_yaml_format_is_stable():
+    """The resolved YAML and its hash (recorded in run directories) must not drift."""
+    full = config_from_yaml_text(FULL, base_dir=Path("/cfg"), where="full.yaml")
+    mini = config_from_yaml_text(
+        "data: {events: ev.h5}\n", base_dir=Path("/cfg"), where="mini.yaml"
+    )
+    assert full.sha256 == "0a883347850fcf8841aa20e9daa5fb2a958794ad7bfcb961b3bea2641fbd8006"
+    assert mini.sha256 == "afb96099e30d0016f03d28858237740bc490ea5a1d2c50d8bebc8c6a707c3c3d"
 
 
 def test_round_trip_through_config_from_mapping(tmp_path):

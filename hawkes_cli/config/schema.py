@@ -1,0 +1,318 @@
+"""The config's sections as frozen dataclasses; every key is written once, as a field.
+
+A field carries its default and, in its metadata, its validation (:mod:`.spec`); the valid keys
+(:data:`KEYS`), the loader (:mod:`.sections`) and the resolved YAML (:meth:`Config.to_mapping`)
+are all derived from the fields, in their order.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, get_type_hints
+
+import yaml
+
+from ..priors import Prior
+from ..vocab import (
+    BACKGROUNDS,
+    DEFAULT_BACKGROUND,
+    DEFAULT_ENGINE,
+    DEFAULT_PRECISION,
+    DEFAULT_SAMPLER,
+    DEFAULT_TOLERANCE,
+    ENGINES,
+    MODELS,
+    PARAM_NAMES,
+    PRECISIONS,
+    SAMPLER_KINDS,
+)
+from .slurm_options import MAX_SIGNAL_SECONDS, slurm_time_seconds
+from .spec import choice, integer, number, own_reader, path, spec_of, string
+
+MAX_SEED = 2**63 - 1  # seeds are stored as HDF5 int64 attributes
+MAX_DEFAULT_WARMUP = 1000
+
+
+def default_warmup(iterations: int) -> int:
+    """The warm-up of a config that leaves ``sampler.warmup`` out: ``min(1000, iterations // 10)``.
+
+    A tenth of the run, at most 1000 iterations; always ``< iterations``.
+    """
+    return min(MAX_DEFAULT_WARMUP, iterations // 10)
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    """Input data.
+
+    Attributes
+    ----------
+    events
+        Events file (CSV or HDF5), absolute. Required.
+    area
+        Area ``A`` of the study region in coordinate units squared (``rho = 1/A``); ``None``
+        takes the events file's ``area`` attribute.
+    counties
+        Polygons file for location resampling, absolute; ``None`` uses the default county
+        source.
+    window_end
+        End ``T`` of the observation window (time units, normally days); ``None`` takes the last
+        event time.
+    """
+
+    events: Path = field(metadata=path())
+    area: float | None = field(default=None, metadata=number(gt=0))
+    counties: Path | None = field(default=None, metadata=path())
+    window_end: float | None = field(default=None, metadata=number(gt=0))
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Model choice.
+
+    Attributes
+    ----------
+    kind
+        1 (constant trigger lengthscale) or 2 (lengthscale ``sigma_x / sqrt(density)``).
+    """
+
+    kind: int = field(default=1, metadata=choice(MODELS))
+
+
+@dataclass(frozen=True)
+class SamplerConfig:
+    """MCMC settings (DESIGN section 5).
+
+    Attributes
+    ----------
+    kind
+        One of :data:`~hawkes_cli.vocab.SAMPLER_KINDS`: ``"univariate"`` (random-scan
+        single-parameter random walk), ``"block"`` (adaptive Metropolis on all five) or
+        ``"tiered"`` (one trigger pass per iteration, many cheap moves).
+    iterations
+        Total iterations per chain, warm-up included (>= 1).
+    warmup
+        Warm-up iterations (adaptation on), ``0 <= warmup < iterations``. Left out (``None``),
+        it is :func:`default_warmup`, ``min(1000, iterations // 10)``, filled in on
+        construction, so an instance always holds an integer.
+    thin
+        Keep every ``thin``-th draw (>= 1).
+    seed
+        Base seed (>= 0); chain ``c`` uses ``SeedSequence(seed, spawn_key=(c,))``.
+    resample_every
+        Redraw event locations inside their counties every this many iterations; 0 keeps
+        locations fixed.
+    target_accept
+        Target acceptance rate in (0, 1); ``None`` uses the sampler's default.
+    initial
+        Starting values (natural scale, > 0) of some or all parameters; others use the
+        sampler's default.
+    initial_scale
+        Initial proposal standard deviation on the log scale (> 0).
+    """
+
+    kind: str = field(default=DEFAULT_SAMPLER, metadata=choice(SAMPLER_KINDS))
+    iterations: int = field(default=20000, metadata=integer(minimum=1))
+    warmup: int | None = field(default=None, metadata=integer(minimum=0))
+    thin: int = field(default=1, metadata=integer(minimum=1))
+    seed: int = field(default=1, metadata=integer(minimum=0, maximum=MAX_SEED))
+    resample_every: int = field(default=0, metadata=integer(minimum=0))
+    target_accept: float | None = field(default=None, metadata=number(gt=0, lt=1))
+    initial: Mapping[str, float] = field(default_factory=dict, metadata=own_reader("param_values"))
+    initial_scale: float = field(default=0.1, metadata=number(gt=0))
+
+    def __post_init__(self) -> None:
+        if self.warmup is None:
+            object.__setattr__(self, "warmup", default_warmup(self.iterations))
+
+
+@dataclass(frozen=True)
+class ChainsConfig:
+    """How many chains and how they are placed (DESIGN section 6).
+
+    Attributes
+    ----------
+    count
+        Number of chains (>= 1).
+    gpus_per_chain
+        GPUs, i.e. MPI ranks, per chain (>= 1).
+    chains_per_node
+        Chains sharing one node job (>= 1); ``chains_per_node * gpus_per_chain`` must not
+        exceed ``gpus_per_node``.
+    gpus_per_node
+        GPUs of one node (>= 1).
+    """
+
+    count: int = field(default=4, metadata=integer(minimum=1))
+    gpus_per_chain: int = field(default=1, metadata=integer(minimum=1))
+    chains_per_node: int = field(default=1, metadata=integer(minimum=1))
+    gpus_per_node: int = field(default=8, metadata=integer(minimum=1))
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """Likelihood engine.
+
+    Attributes
+    ----------
+    backend
+        One of :data:`~hawkes_cli.vocab.ENGINES`: ``"opencl"`` or ``"reference"`` (numpy,
+        float64).
+    precision
+        Working precision of the OpenCL kernels, ``"float32"`` or ``"float64"``.
+    device
+        OpenCL device spec (``"P:D"``, ``"gpu"``, ``"cpu"``, a name fragment) or ``None``.
+    tolerance
+        Relative error allowed in the log-likelihood from truncating the trigger, in [0, 1):
+        0 is the exact pair sum; ``T > 0`` skips pair terms that are provably negligible and
+        guarantees ``|ell~ - ell| <= T |ell~|`` at every evaluation (see
+        :mod:`hawkes_cli.engine.truncated`; the reference backend is always exact).
+    background
+        ``"auto"``: the background once per distinct time (exact; cheap on a day lattice);
+        ``"pairs"``: force the plain pair sum over all events (OpenCL; to check the former).
+    """
+
+    backend: str = field(default=DEFAULT_ENGINE, metadata=choice(ENGINES))
+    precision: str = field(default=DEFAULT_PRECISION, metadata=choice(PRECISIONS))
+    device: str | None = field(
+        default=None, metadata=string(hint=' such as "0:1", "gpu" or a name fragment (quote it)')
+    )
+    tolerance: float = field(
+        default=DEFAULT_TOLERANCE,
+        metadata=number(ge=0, lt=1, hint=" (0: exact pair sum; e.g. 1e-6)"),
+    )
+    background: str = field(default=DEFAULT_BACKGROUND, metadata=choice(BACKGROUNDS))
+
+
+@dataclass(frozen=True)
+class OutputConfig:
+    """Where a run writes.
+
+    Attributes
+    ----------
+    run_dir
+        Run directory, absolute (the loader's default is ``runs/<yaml stem>`` next to the YAML
+        file).
+    commit_every
+        Iterations between commits of draws and checkpoint (>= 1).
+    """
+
+    run_dir: Path = field(metadata=path())
+    commit_every: int = field(default=100, metadata=integer(minimum=1))
+
+
+@dataclass(frozen=True)
+class SlurmConfig:
+    """Slurm submission settings.
+
+    Attributes
+    ----------
+    partition, account, qos
+        sbatch ``--partition``, ``--account``, ``--qos``; ``None`` leaves them out.
+    time
+        Time limit per job, a Slurm ``--time`` value (``[D-]HH:MM:SS``, minutes, ...).
+    extra
+        Further sbatch options, option name (without ``--``) -> value as text, e.g.
+        ``{"constraint": "a100"}``.
+    requeue_budget
+        How many times a job may requeue itself after preemption or its time limit (>= 0).
+    signal_seconds
+        Seconds before the time limit at which Slurm sends the warning signal (>= 1, less than
+        the time limit).
+    """
+
+    partition: str | None = field(default=None, metadata=string())
+    time: str = field(default="24:00:00", metadata=own_reader("slurm_time"))
+    account: str | None = field(default=None, metadata=string())
+    qos: str | None = field(default=None, metadata=string())
+    extra: Mapping[str, str] = field(default_factory=dict, metadata=own_reader("sbatch_options"))
+    requeue_budget: int = field(default=10, metadata=integer(minimum=0))
+    signal_seconds: int = field(
+        default=300, metadata=integer(minimum=1, maximum=MAX_SIGNAL_SECONDS)
+    )
+
+    @property
+    def time_seconds(self) -> int:
+        """The time limit in seconds."""
+        return slurm_time_seconds(self.time)
+
+
+@dataclass(frozen=True)
+class Config:
+    """A complete, validated run configuration.
+
+    Attributes
+    ----------
+    data, model, priors, sampler, chains, engine, output, slurm
+        The sections, in the order of :data:`SECTIONS`; ``priors`` maps every name of
+        :data:`~hawkes_cli.vocab.PARAM_NAMES` to its :class:`~hawkes_cli.priors.Prior`.
+    source
+        The YAML file it came from, or ``None``. Not part of equality or of :attr:`sha256`.
+    """
+
+    data: DataConfig
+    model: ModelConfig
+    priors: Mapping[str, Prior]
+    sampler: SamplerConfig
+    chains: ChainsConfig
+    engine: EngineConfig
+    output: OutputConfig
+    slurm: SlurmConfig
+    source: Path | None = field(default=None, compare=False)
+
+    def to_mapping(self) -> dict[str, Any]:
+        """The fully resolved config in the YAML shape (plain dicts, lists, str, numbers)."""
+        out: dict[str, Any] = {}
+        for name in SECTIONS:
+            section = getattr(self, name)
+            if name == "priors":
+                out[name] = {p: section[p].to_config() for p in PARAM_NAMES}
+            else:
+                out[name] = {
+                    f.name: _plain(f, getattr(section, f.name)) for f in dataclasses.fields(section)
+                }
+        return out
+
+    def to_yaml(self) -> str:
+        """The resolved config as YAML (``yaml.safe_dump``, sections in order)."""
+        return yaml.safe_dump(self.to_mapping(), sort_keys=False)
+
+    @property
+    def sha256(self) -> str:
+        """SHA-256 hex digest of :meth:`to_yaml`: equal for configs that resolve the same."""
+        return hashlib.sha256(self.to_yaml().encode("utf-8")).hexdigest()
+
+
+def _plain(f: dataclasses.Field[Any], value: Any) -> Any:
+    """A field's value as plain YAML: paths as text, mappings as dicts (``sampler.initial``
+    in parameter order, as floats)."""
+    if isinstance(value, Path):
+        return str(value)
+    if spec_of(f).kind == "param_values":
+        return {n: float(value[n]) for n in PARAM_NAMES if n in value}
+    if isinstance(value, Mapping):
+        return dict(value)
+    return value
+
+
+_HINTS = get_type_hints(Config)
+
+#: Top-level sections, in the order :meth:`Config.to_mapping` writes them.
+SECTIONS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(Config) if f.name != "source")
+
+#: The dataclass of each section but ``priors``.
+SECTION_TYPES: dict[str, type[Any]] = {
+    name: _HINTS[name] for name in SECTIONS if dataclasses.is_dataclass(_HINTS[name])
+}
+
+#: Valid keys of each section, in the order the resolved YAML writes them.
+KEYS: dict[str, tuple[str, ...]] = {
+    name: tuple(f.name for f in dataclasses.fields(SECTION_TYPES[name]))
+    if name in SECTION_TYPES
+    else PARAM_NAMES
+    for name in SECTIONS
+}
