@@ -282,6 +282,28 @@ def test_click_usage_error_has_no_traceback(sim):
     assert "--model" in proc.stderr
 
 
+def test_internal_node_command_is_hidden_but_callable():
+    listing = run(script("hawkes-run"), "--help")
+    assert listing.returncode == 0, listing.stderr
+    commands = {line.split()[0] for line in listing.stdout.split("Commands:")[1].splitlines()
+                if line.strip()}  # fmt: skip
+    assert "node" not in commands
+    assert {"chain", "local", "loglik", "plan", "submit", "status", "cancel"} <= commands
+    node = run(script("hawkes-run"), "node", "--help")
+    assert node.returncode == 0, node.stderr
+    assert "--node" in node.stdout and "--ranks" in node.stdout
+
+
+def test_choices_come_from_vocab():
+    from hawkes_cli import cli, vocab
+
+    options = {p.name: p for p in cli.run.commands["loglik"].params}
+    assert set(options["engine_name"].type.choices) == set(vocab.ENGINES)
+    assert tuple(options["precision"].type.choices) == vocab.PRECISIONS
+    assert tuple(options["background"].type.choices) == vocab.BACKGROUNDS
+    assert tuple(options["model"].type.choices) == tuple(map(str, vocab.MODELS))
+
+
 # --------------------------------------------------------------------------- hawkes-prep
 def test_prep_simulate_writes_true_params(tmp_path):
     out = tmp_path / "prep.h5"

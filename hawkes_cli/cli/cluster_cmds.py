@@ -1,0 +1,137 @@
+"""``hawkes-run`` on a Slurm cluster: plan, submit, status, cancel, and the hidden ``node``.
+
+The commands are not bound to a group here; :mod:`.run_cmds` adds :data:`COMMANDS` to
+``hawkes-run``. ``node`` is internal (only the batch script calls it) and hidden from ``--help``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from .options import json_option, launcher_option
+
+
+@click.command("plan")
+@click.argument("config_file", type=click.Path(path_type=Path))
+@json_option("Print the plan as JSON.")
+def plan_cmd(config_file: Path, as_json: bool) -> None:
+    """Show how CONFIG's chains are placed on Slurm array tasks (nodes), ranks and GPUs."""
+    from ..config import load_config
+    from ..slurm import format_plan, make_plan
+
+    plan = make_plan(load_config(config_file))
+    click.echo(json.dumps(plan.to_json(), indent=1) if as_json else format_plan(plan))
+
+
+@click.command("submit")
+@click.argument("config_file", type=click.Path(path_type=Path))
+@click.option("--dry-run", is_flag=True, help="Print the batch script; write and submit nothing.")
+@launcher_option(
+    "auto",
+    help="How a node starts its ranks: srun --mpi=pmi2 ($HAWKES_SRUN_MPI), or mpiexec inside "
+    "the allocation; auto: srun when available.",
+)
+def submit_cmd(config_file: Path, dry_run: bool, launcher: str) -> None:
+    """Submit CONFIG as a Slurm array job (one task per node) with sbatch.
+
+    Writes the resolved config and RUN_DIR/slurm/job.sbatch, submits only the nodes with
+    unfinished chains and records the job id in RUN_DIR/slurm/jobs.json. Submitting again
+    resumes every chain from its last commit.
+    """
+    from ..config import load_config
+    from ..slurm import submit
+
+    config = load_config(config_file)
+    result = submit(config, dry_run=dry_run, launcher=launcher)
+    if dry_run:
+        click.echo(result.script, nl=False)
+        return
+    run_dir = config.output.run_dir
+    if result.job_id is None:
+        click.echo(f"all {config.chains.count} chains are finished; nothing submitted")
+        return
+    click.echo(f"submitted job {result.job_id} (array tasks {result.array}) for {run_dir}")
+    click.echo(f"script   {result.script_path}")
+    click.echo(f"logs     {run_dir / 'slurm' / 'logs'}")
+    click.echo(f"status   hawkes-run status {run_dir}")
+
+
+@click.command("status")
+@click.argument("run_dir", type=click.Path(path_type=Path))
+@json_option()
+def status_cmd(run_dir: Path, as_json: bool) -> None:
+    """Per chain of RUN_DIR: iterations, draws committed, requeues, last commit, Slurm state."""
+    import dataclasses
+
+    from ..slurm import run_status
+
+    rows = run_status(run_dir)
+    if as_json:
+        click.echo(json.dumps([dataclasses.asdict(r) for r in rows], indent=1))
+        return
+    click.echo(
+        f"{'chain':>5} {'node':>4} {'iterations':>15} {'draws':>8} {'requeues':>8}  "
+        f"{'last commit':<29} {'job':<12} state"
+    )
+    for r in rows:
+        it = f"{r.iteration}/{r.iterations}"
+        state = r.state or ("-" if r.job is None else "unknown")
+        if r.finished:
+            state += " (finished)"
+        click.echo(
+            f"{r.chain:>5} {r.node:>4} {it:>15} {r.draws:>8} {r.requeues:>8}  "
+            f"{r.last_commit or '-':<29} {r.job or '-':<12} {state}"
+        )
+    done = sum(r.finished for r in rows)
+    click.echo(f"{done}/{len(rows)} chains finished")
+
+
+@click.command("cancel")
+@click.argument("run_dir", type=click.Path(path_type=Path))
+def cancel_cmd(run_dir: Path) -> None:
+    """Cancel the pending and running Slurm jobs of RUN_DIR (chains keep their commits)."""
+    from ..slurm import cancel
+
+    jobs = cancel(run_dir)
+    click.echo(f"cancelled {', '.join(jobs)}" if jobs else "no pending or running job")
+
+
+@click.command("node", hidden=True)
+@click.argument("config_file", type=click.Path(path_type=Path))
+@click.option("--node", "node_index", type=int, required=True, help="Array task (node) index.")
+@click.option(
+    "--ranks",
+    is_flag=True,
+    help="Be one MPI rank of the node (the launcher starts these).",
+)
+@launcher_option(None, help="How to start the ranks (default: $HAWKES_LAUNCHER, else auto).")
+@click.pass_context
+def node_cmd(
+    ctx: click.Context, config_file: Path, node_index: int, ranks: bool, launcher: str | None
+) -> None:
+    """Internal: run array task NODE of a submitted run (the batch script calls this).
+
+    Without --ranks: starts the node's MPI ranks, forwards Slurm's warning signal (USR1) and
+    requeues the job when chains stopped early. With --ranks: one rank; its chain stops at an
+    iteration boundary on SIGUSR1/SIGTERM/SIGINT after committing.
+    """
+    from ..node import launch_node, run_node_ranks
+    from ..runner import StopFlag
+
+    if ranks:
+        stop = StopFlag()
+        stop.install()
+        code = run_node_ranks(config_file, node_index, stop=stop)
+    else:
+        verbose = (ctx.parent.params.get("verbose", 0) if ctx.parent else 0) or 1
+        code = launch_node(config_file, node_index, launcher=launcher, verbose=verbose)
+    if code:
+        sys.exit(code)
+
+
+#: The Slurm commands of ``hawkes-run``.
+COMMANDS: tuple[click.Command, ...] = (plan_cmd, submit_cmd, status_cmd, cancel_cmd, node_cmd)

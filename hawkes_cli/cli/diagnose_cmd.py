@@ -1,0 +1,97 @@
+"""``hawkes-diagnose``: convergence checks and posterior tables of a run directory."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from ..errors import UsageError
+from .options import CONTEXT_SETTINGS, json_option, setup_logging, verbose_option, version_option
+
+
+@click.command(context_settings=CONTEXT_SETTINGS)
+@version_option
+@click.argument("run_dir", type=click.Path(path_type=Path))
+@click.option(
+    "--burn",
+    type=int,
+    default=None,
+    help="Drop draws of iterations < BURN (default: the run's warm-up draws).",
+)
+@click.option(
+    "--thin", type=int, default=1, show_default=True, help="Keep every THIN-th draw after burn-in."
+)
+@click.option(
+    "--county",
+    "counties",
+    multiple=True,
+    metavar="FIPS",
+    help="Effective spatial lengthscale in miles for this county (repeatable).",
+)
+@click.option(
+    "--events",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Events file for --county and time units (default: the config's).",
+)
+@click.option("--strict", is_flag=True, help="Exit non-zero when any check fails.")
+@json_option("Print JSON instead of the table.")
+@click.option("--csv", "as_csv", is_flag=True, help="Print CSV instead of the table.")
+@click.option(
+    "--netcdf",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Also write an arviz InferenceData (netCDF) to this file.",
+)
+@click.option(
+    "--plots",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Also write trace, rank and posterior PNG plots into this folder.",
+)
+@verbose_option
+def diagnose(
+    run_dir: Path,
+    burn: int | None,
+    thin: int,
+    counties: tuple[str, ...],
+    events: Path | None,
+    strict: bool,
+    as_json: bool,
+    as_csv: bool,
+    netcdf: Path | None,
+    plots: Path | None,
+    verbose: int,
+) -> None:
+    """R-hat, bulk/tail ESS, MCSE and posterior tables of the chains in RUN_DIR.
+
+    Reads only committed draws, so it works on running chains too. Verdicts: R-hat above 1.01
+    warns and above 1.05 fails; ESS below 400 warns; stuck chains, NaN/inf draws and chains much
+    shorter than the others are named.
+    """
+    from .. import diagnostics as dg
+
+    setup_logging(verbose)
+    if as_json and as_csv:
+        raise UsageError("choose one of --json and --csv")
+    opts = dg.DiagnoseOptions(
+        burn=burn, thin=thin, counties=tuple(counties), strict=strict, events=events
+    )
+    report = dg.diagnose(run_dir, opts)
+    if as_json:
+        click.echo(json.dumps(dg.to_json(report), indent=1))
+    elif as_csv:
+        click.echo(dg.to_csv(report), nl=False)
+    else:
+        click.echo(dg.format_table(report))
+    if netcdf is not None:
+        click.echo(f"wrote {dg.write_netcdf(report, netcdf)}", err=True)
+    if plots is not None:
+        for path in dg.write_plots(report, opts, plots):
+            click.echo(f"wrote {path}", err=True)
+    code = dg.exit_code(report)
+    if code:
+        sys.exit(code)

@@ -1,0 +1,403 @@
+"""``hawkes-prep``: event files from a simulation, the county table, the HHS hospital file."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ..errors import UsageError
+from .options import (
+    CONTEXT_SETTINGS,
+    model_option,
+    param_option,
+    setup_logging,
+    verbose_option,
+    version_option,
+)
+
+#: True parameters of ``simulate`` that ``--param`` does not set.
+_SIMULATE_PARAMS = {"mu0": "0.5", "tau_t": "30", "xi0": "0.5", "sigma_x": "0.2", "sigma_t": "5"}
+
+
+@click.group(context_settings=CONTEXT_SETTINGS)
+@version_option
+@verbose_option
+def prep(verbose: int) -> None:
+    """Prepare event files: county table, HHS hospital file -> cases, simulated events."""
+    setup_logging(verbose)
+
+
+@prep.command("simulate")
+@click.option(
+    "--out",
+    "out",
+    type=click.Path(path_type=Path),
+    required=True,
+    help="Events file to write (.h5 keeps the metadata; .csv does not).",
+)
+@model_option()
+@param_option(
+    "True parameters; defaults: "
+    + " ".join(f"{name}={value}" for name, value in _SIMULATE_PARAMS.items())
+    + "."
+)
+@click.option(
+    "--n-background",
+    type=int,
+    default=1000,
+    show_default=True,
+    help="Expected number of background events.",
+)
+@click.option(
+    "--t-end", type=float, default=365.0, show_default=True, help="End of the time window (days)."
+)
+@click.option(
+    "--bounds",
+    type=float,
+    nargs=4,
+    default=(0.0, 10.0, 0.0, 10.0),
+    show_default=True,
+    metavar="X0 X1 Y0 Y1",
+    help="Rectangle of the study region.",
+)
+@click.option(
+    "--grid",
+    type=int,
+    nargs=2,
+    default=None,
+    metavar="NX NY",
+    help="Grid of square synthetic counties with densities (needed for model 2).",
+)
+@click.option(
+    "--density-range",
+    type=float,
+    nargs=2,
+    default=(0.04, 70000.0),
+    show_default=True,
+    metavar="LOW HIGH",
+    help="Log-uniform range of the grid's densities.",
+)
+@click.option("--integer-days", is_flag=True, help="Floor times to whole days (ties).")
+@click.option("--seed", type=int, default=0, show_default=True)
+def simulate_cmd(
+    out: Path,
+    model: str,
+    params: tuple[str, ...],
+    n_background: int,
+    t_end: float,
+    bounds: tuple[float, float, float, float],
+    grid: tuple[int, int] | None,
+    density_range: tuple[float, float],
+    integer_days: bool,
+    seed: int,
+) -> None:
+    """Simulate events from the model (branching representation) into an events file."""
+    from ..data import save_events
+    from ..model import parse_param_items
+    from ..simulate import DensityGrid, simulate
+
+    given = {item.partition("=")[0].strip() for item in params}
+    items = [*params, *(f"{k}={v}" for k, v in _SIMULATE_PARAMS.items() if k not in given)]
+    p = parse_param_items(items)
+    if model == "2" and grid is None:
+        grid = (10, 10)
+    density_grid = None
+    if grid is not None:
+        density_grid = DensityGrid.log_uniform(
+            tuple(bounds), grid[0], grid[1], density_range[0], density_range[1], seed
+        )
+    data = simulate(
+        p,
+        model=int(model),
+        n_background=n_background,
+        t_end=t_end,
+        bounds=tuple(bounds),
+        seed=seed,
+        grid=density_grid,
+        integer_days=integer_days,
+    )
+    save_events(data, out)
+    click.echo(f"wrote {data.n} events to {out} (area {data.attrs.get('area')})")
+
+
+def _prep_progress(quiet: bool) -> Callable[[str], None] | None:
+    return None if quiet else (lambda msg: click.echo(msg, err=True))
+
+
+@prep.command("counties")
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="County table to write (default: the shipped data/counties.csv).",
+)
+@click.option(
+    "--polygons",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="County shapefile/GeoPackage in lon/lat (default: plotly-geo's 2016 Census counties).",
+)
+@click.option("--key-field", default="GEOID", show_default=True, help="Field with the FIPS code.")
+@click.option("--name-field", default="NAME", show_default=True, help="Field with the name.")
+@click.option("--land-field", default="ALAND", show_default=True, help="Field with land area.")
+@click.option(
+    "--land-units",
+    type=click.Choice(["m2", "sqmi"]),
+    default="m2",
+    show_default=True,
+    help="Units of --land-field (ALAND: m2; CENSUSAREA: sqmi).",
+)
+@click.option("--encoding", default=None, help="Attribute encoding if the file does not say.")
+@click.option("--crs", default=None, help="Reference system if the file declares none.")
+@click.option(
+    "--population",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="CSV with columns fips,pop (default: delphi-utils' 2019 Census estimates).",
+)
+@click.option(
+    "--zip-crosswalk",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="CSV fips,zip,weight for Connecticut ZIP -> county (default: delphi-utils' 2019).",
+)
+@click.option(
+    "--no-ct-zip", is_flag=True, help="Do not (re)write ct_zip_county.csv beside the table."
+)
+def counties_cmd(
+    out: Path | None,
+    polygons: Path | None,
+    key_field: str,
+    name_field: str,
+    land_field: str,
+    land_units: str,
+    encoding: str | None,
+    crs: str | None,
+    population: Path | None,
+    zip_crosswalk: Path | None,
+    no_ct_zip: bool,
+) -> None:
+    """(Re)build the county table: FIPS, name, state, land area, population, density, centroid.
+
+    Polygons come from plotly-geo (pyogrio reads them), population from delphi-utils (read as
+    a file); density is persons per square mile of land. Also writes ct_zip_county.csv
+    (Connecticut ZIP -> county, used to map the 2022 planning regions) beside the table.
+    """
+    import numpy as np
+
+    from ..counties import (
+        CT_ZIP_NAME,
+        SQ_METRES_PER_SQ_MILE,
+        build_county_table,
+        build_ct_zip_table,
+        default_table_path,
+        write_ct_zip_table,
+    )
+
+    out = out or default_table_path()
+    table = build_county_table(
+        polygons,
+        population,
+        key_field=key_field,
+        name_field=name_field,
+        land_field=land_field,
+        land_units=land_units,
+        crs=crs,
+        encoding=encoding,
+    )
+    table.write_csv(out)
+    states = table.region_mask("states")
+    click.echo(f"wrote {len(table)} counties to {out}")
+    click.echo(
+        f"  50 states + DC: {int(states.sum())} counties, "
+        f"{table.aland_m2[states].sum() / SQ_METRES_PER_SQ_MILE:,.0f} sq mi of land, "
+        f"median density {float(np.median(table.density[states])):.1f} persons/sq mi"
+    )
+    if not no_ct_zip:
+        target = Path(out).with_name(CT_ZIP_NAME)
+        rows = build_ct_zip_table(zip_crosswalk)
+        write_ct_zip_table(rows, target)
+        click.echo(f"wrote {len(rows)} Connecticut ZIP codes to {target}")
+
+
+def _parse_suppressed(value: str) -> float | None:
+    if value.strip().lower() == "drop":
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        raise UsageError(f"--suppressed must be a number >= 0 or 'drop', not {value!r}") from None
+
+
+_DATE = click.DateTime(formats=["%Y-%m-%d", "%Y/%m/%d"])
+
+
+@prep.command("hhs")
+@click.argument("facility", type=click.Path(path_type=Path))
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path),
+    required=True,
+    help="Events file to write (.h5 keeps metadata and dropped rows; .csv does not).",
+)
+@click.option(
+    "--n",
+    "n",
+    type=int,
+    default=1_000_000,
+    show_default=True,
+    help="Cases to keep, drawn without replacement (0: all).",
+)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option(
+    "--count",
+    type=click.Choice(["admissions", "census"]),
+    default="admissions",
+    show_default=True,
+    help="admissions: new confirmed admissions (adult + pediatric); census: patient-days of "
+    "hospitalised confirmed patients (counts long stays again: the paper's double counting).",
+)
+@click.option(
+    "--column",
+    "columns",
+    multiple=True,
+    metavar="NAME",
+    help="Sum these count columns instead of --count (repeat; either spelling).",
+)
+@click.option(
+    "--suppressed",
+    default="1.5",
+    show_default=True,
+    help="Value for -999999 (a true 1-3), e.g. 1.5 (Delphi) or 2 (covidestim), or 'drop'. "
+    "Fractional counts are rounded at random without bias (1.5 -> 1 or 2, each with p=1/2).",
+)
+@click.option("--start", type=_DATE, default=None, help="First case day kept (YYYY-MM-DD).")
+@click.option("--end", type=_DATE, default=None, help="Last case day kept (YYYY-MM-DD).")
+@click.option(
+    "--origin",
+    type=_DATE,
+    default=None,
+    help="Day 0 of the time axis (default: --start, else the first day of the data).",
+)
+@click.option(
+    "--region",
+    type=click.Choice(["states", "conus", "all"]),
+    default="states",
+    show_default=True,
+    help="Study region: 50 states + DC, contiguous 48 + DC, or every polygon (with territories).",
+)
+@click.option(
+    "--crs",
+    default=None,
+    help="Projected reference system for x/y, e.g. EPSG:5070 (needs pyproj); default lon/lat.",
+)
+@click.option("--jitter", is_flag=True, help="Add a uniform fraction of a day to each time.")
+@click.option(
+    "--locations",
+    type=click.Choice(["polygon", "centroid"]),
+    default="polygon",
+    show_default=True,
+    help="Initial location: uniform in the county polygon, or its centroid (no pyogrio needed).",
+)
+@click.option(
+    "--counties",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="County table (default: the shipped data/counties.csv).",
+)
+@click.option(
+    "--polygons",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="County polygon file (default: plotly-geo's 2016 Census counties).",
+)
+@click.option("--key-field", default="GEOID", show_default=True, help="FIPS field of --polygons.")
+@click.option(
+    "--polygons-out",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Also write the polygons used, in the output's coordinates (.gpkg), for hawkes-run.",
+)
+@click.option(
+    "--engine",
+    type=click.Choice(["auto", "pyarrow", "csv"]),
+    default="auto",
+    show_default=True,
+    help="CSV reader (pyarrow is ~5x faster).",
+)
+@click.option("-q", "--quiet", is_flag=True, help="No progress lines on stderr.")
+def hhs_cmd(
+    facility: Path,
+    out: Path,
+    n: int,
+    seed: int,
+    count: str,
+    columns: tuple[str, ...],
+    suppressed: str,
+    start: Any,
+    end: Any,
+    origin: Any,
+    region: str,
+    crs: str | None,
+    jitter: bool,
+    locations: str,
+    counties: Path | None,
+    polygons: Path | None,
+    key_field: str,
+    polygons_out: Path | None,
+    engine: str,
+    quiet: bool,
+) -> None:
+    """Turn the HHS facility file FACILITY (CSV) into an events file of cases.
+
+    Each hospital-week's count becomes cases on uniformly random days of its week (shifted a
+    day earlier for previous-day admissions), down-sampled without replacement to --n, joined
+    to the county (FIPS repairs included) with its population density, and placed uniformly
+    inside the county polygon. Every dropped row is counted by reason in the metadata.
+    """
+    from ..prep import HHSOptions, prepare_hhs
+
+    options = HHSOptions(
+        n=n,
+        seed=seed,
+        count=count,
+        columns=tuple(columns),
+        suppressed=_parse_suppressed(suppressed),
+        start=start.date() if start else None,
+        end=end.date() if end else None,
+        origin=origin.date() if origin else None,
+        region=region,
+        crs=crs,
+        jitter=jitter,
+        locations=locations,
+        engine=engine,
+    )
+    result = prepare_hhs(
+        facility,
+        out,
+        options,
+        counties=counties,
+        polygons=polygons,
+        key_field=key_field,
+        polygons_out=polygons_out,
+        progress=_prep_progress(quiet),
+    )
+    a = result.attrs
+    click.echo(f"wrote {result.n_events:,} cases to {result.out}")
+    click.echo(f"  rows     {a['rows_read']:,} read, {a['rows_kept']:,} kept, "
+               f"{a['rows_dropped']:,} dropped")  # fmt: skip
+    for key, rows in a["dropped"].items():
+        if rows:
+            click.echo(f"    {key:<26} {rows:>10,}")
+    click.echo(f"  cases    {a['cases_expanded']:,} expanded, {a['cases_in_window']:,} in the "
+               f"window, {a['cases_kept']:,} kept")  # fmt: skip
+    click.echo(f"  time     days since {a['origin_date']} ({a['first_date']} .. {a['last_date']})")
+    area = a.get("area")
+    click.echo(f"  space    {a['crs']}, region {a['region']}"
+               + (f", area {area:.6g}" if area else ""))  # fmt: skip
+    if a.get("counties"):
+        click.echo(f"  polygons {a['counties']} (data.counties for hawkes-run)")
+    click.echo(f"  took     {sum(result.seconds.values()):.1f} s")

@@ -1,0 +1,275 @@
+"""``hawkes-run``: the group and its commands on this machine (loglik, devices, validate, chain,
+local); the Slurm commands come from :mod:`.cluster_cmds`."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ..errors import HawkesError, UsageError
+from . import cluster_cmds
+from .options import (
+    CONTEXT_SETTINGS,
+    PARAM_HELP,
+    background_option,
+    device_option,
+    engine_option,
+    json_option,
+    model_option,
+    param_option,
+    precision_option,
+    setup_logging,
+    tolerance_option,
+    verbose_option,
+    version_option,
+)
+
+
+@click.group(context_settings=CONTEXT_SETTINGS)
+@version_option
+@verbose_option
+def run(verbose: int) -> None:
+    """Evaluate likelihoods and run MCMC chains for spatiotemporal Hawkes models."""
+    setup_logging(verbose)
+
+
+for _command in cluster_cmds.COMMANDS:
+    run.add_command(_command)
+
+
+@run.command("loglik")
+@click.argument("events", type=click.Path(path_type=Path))
+@model_option(help="1: constant trigger lengthscale; 2: sigma_x / sqrt(density).")
+@engine_option
+@precision_option("float64")
+@click.option(
+    "--area",
+    type=float,
+    default=None,
+    help="Study-region area (coordinate units squared); default: the file's 'area'.",
+)
+@param_option(PARAM_HELP)
+@click.option(
+    "--window-end",
+    type=float,
+    default=None,
+    help="End T of the observation window (default: last event time).",
+)
+@device_option
+@tolerance_option
+@background_option
+@json_option("Print one JSON object.")
+def loglik_cmd(
+    events: Path,
+    model: str,
+    engine_name: str,
+    precision: str,
+    area: float | None,
+    params: tuple[str, ...],
+    window_end: float | None,
+    device: str | None,
+    tolerance: float,
+    background: str,
+    as_json: bool,
+) -> None:
+    """Log-likelihood of EVENTS (CSV or HDF5) at the given parameters.
+
+    Under mpiexec/srun the rows are split over the ranks and rank 0 prints. The time reported
+    is one full evaluation (both pair passes) after a warm-up evaluation, so program build,
+    data upload and first-launch compilation are excluded.
+    """
+    from ..data import load_events
+    from ..engine import make_likelihood
+    from ..model import parse_param_items
+    from ..parallel import world_comm
+
+    p = parse_param_items(params)
+    comm = world_comm()
+    data = load_events(events, need_density=(model == "2"))
+    area = _resolve_area(area, data.attrs, events)
+    lik = make_likelihood(
+        data,
+        model=int(model),
+        area=area,
+        engine=engine_name,
+        precision=precision,
+        comm=comm,
+        device=device,
+        window_end=window_end,
+        tolerance=tolerance,
+        background=background,
+    )
+    if engine_name == "opencl":  # the first launch JIT-compiles work-group code (PoCL): warm up
+        lik.loglik(p)
+        lik.clear_cache()
+    comm.barrier()
+    t0 = time.perf_counter()
+    ev = lik.evaluate(p)
+    seconds = time.perf_counter() - t0
+    value = ev.loglik
+    path = getattr(lik.backend, "path", "")
+    if comm.rank != 0:
+        return
+    if as_json:
+        out = {
+            "loglik": value,
+            "seconds": seconds,
+            "n": data.n,
+            "model": int(model),
+            "engine": engine_name,
+            "precision": precision if engine_name == "opencl" else "float64",
+            "ranks": comm.size,
+            "params": p.as_dict(),
+            "tolerance": tolerance,
+            "error_bound": ev.error_bound,
+            "path": path,
+        }
+        click.echo(json.dumps(out))
+    else:
+        click.echo(f"loglik   {value:.12g}")
+        click.echo(f"seconds  {seconds:.6f}")
+        click.echo(f"n        {data.n}")
+        click.echo(f"path     {path}")
+        if tolerance > 0:
+            click.echo(f"bound    |error| <= {ev.error_bound:.3g} (tolerance {tolerance:g})")
+
+
+def _resolve_area(area: float | None, attrs: dict[str, Any], source: Path) -> float:
+    """``--area``, else the events file's ``area`` attribute; finite and positive.
+
+    Raises
+    ------
+    UsageError
+        Neither is given, or the area is not finite and > 0.
+    """
+    if area is None:
+        if "area" not in attrs:
+            raise UsageError(
+                f"no --area given and {source} has no 'area' attribute; pass --area A "
+                "(study-region area in coordinate units squared)"
+            )
+        area = float(attrs["area"])
+    if not (math.isfinite(area) and area > 0):
+        raise UsageError(f"--area must be finite and > 0, got {area}")
+    return area
+
+
+@run.command("devices")
+@json_option()
+def devices_cmd(as_json: bool) -> None:
+    """List OpenCL platforms and devices (with float64 support)."""
+    from ..kernels import list_devices
+
+    found = list_devices()
+    if as_json:
+        click.echo(json.dumps([{**d.__dict__, "ident": d.ident} for d in found], indent=2))
+        return
+    if not found:
+        raise HawkesError("no OpenCL device found; `pip install pocl-binary-distribution`")
+    click.echo(f"{'id':<6}{'kind':<6}{'fp64':<6}{'CUs':>5} {'memory':>9}  device (platform)")
+    for d in found:
+        click.echo(
+            f"{d.ident:<6}{d.kind:<6}{'yes' if d.float64 else 'no':<6}{d.compute_units:>5} "
+            f"{d.global_mem_mb:>6} MB  {d.name} ({d.platform})"
+        )
+
+
+@run.command("validate")
+@click.argument("config_file", type=click.Path(path_type=Path))
+def validate_cmd(config_file: Path) -> None:
+    """Check CONFIG and its data (events, area, polygons) without running anything."""
+    from ..config import load_config
+    from ..data import load_events
+    from ..runner import make_resampler, resolve_area
+
+    config = load_config(config_file)
+    data = load_events(config.data.events, need_density=config.model.kind == 2)
+    area = resolve_area(config, data)
+    resampler = make_resampler(config, data)
+    sc, ch = config.sampler, config.chains
+    click.echo(f"config   {config_file} (sha256 {config.sha256[:12]})")
+    click.echo(f"events   {config.data.events}: {data.n} events, t in [{data.time[0]:g}, "
+               f"{data.time[-1]:g}], area {area:g}")  # fmt: skip
+    click.echo(f"model    {config.model.kind}; engine {config.engine.backend} "
+               f"{config.engine.precision}")  # fmt: skip
+    click.echo(f"sampler  {sc.kind}: {sc.iterations} iterations ({sc.warmup} warm-up), thin "
+               f"{sc.thin}, seed {sc.seed}, resample every {sc.resample_every or 'never'}"
+               + (f" over {len(resampler[0].keys)} polygons" if resampler else ""))  # fmt: skip
+    click.echo(f"chains   {ch.count} x {ch.gpus_per_chain} rank(s); run dir "
+               f"{config.output.run_dir}")  # fmt: skip
+    click.echo("ok")
+
+
+@run.command("chain")
+@click.argument("config_file", type=click.Path(path_type=Path))
+@click.option("--chain", "chain_id", type=int, required=True, help="0-based chain number.")
+@click.option("--overwrite", is_flag=True, help="Start afresh instead of resuming.")
+def chain_cmd(config_file: Path, chain_id: int, overwrite: bool) -> None:
+    """Run (or resume) one chain; under mpiexec/srun its ranks split the likelihood.
+
+    Stops cleanly at an iteration boundary on SIGTERM, SIGINT or SIGUSR1 (exit code 75 when
+    stopped before the end), after committing its draws.
+    """
+    from ..config import load_config
+    from ..errors import Interrupted
+    from ..parallel import world_comm
+    from ..runner import StopFlag, run_chain
+
+    stop = StopFlag()
+    stop.install()
+    config = load_config(config_file)
+    comm = world_comm()
+    outcome = run_chain(config, chain_id, comm=comm, stop=stop, overwrite=overwrite)
+    if comm.rank == 0 and outcome.stopped and not outcome.finished:
+        raise Interrupted(
+            f"chain {chain_id} stopped at iteration {outcome.iteration}/{outcome.iterations} "
+            f"with {outcome.draws_committed} draws committed; run again to resume"
+        )
+
+
+@run.command("local")
+@click.argument("config_file", type=click.Path(path_type=Path))
+@click.option("--jobs", type=int, default=None, help="Chains at once (default: all).")
+@click.option("--overwrite", is_flag=True, help="Discard existing chain files and start afresh.")
+def local_cmd(config_file: Path, jobs: int | None, overwrite: bool) -> None:
+    """Run all chains of CONFIG on this machine; run again to resume after a stop."""
+    from ..config import load_config
+    from ..local import run_local, summarize
+    from ..rundir import RunDir
+    from ..vocab import EXIT_STOPPED
+
+    config = load_config(config_file)
+    t0 = time.monotonic()
+    codes = run_local(config, jobs=jobs, overwrite=overwrite, report=_print_progress)
+    summarize(codes)
+    run_dir = config.output.run_dir
+    stopped = sorted(k for k, rc in codes.items() if rc != 0)
+    if stopped:
+        click.echo(f"stopped: chains {stopped} can be resumed with: hawkes-run local "
+                   f"{config_file}")  # fmt: skip
+        sys.exit(EXIT_STOPPED)
+    click.echo(f"done in {time.monotonic() - t0:.0f} s: {config.chains.count} chains in "
+               f"{RunDir(run_dir).chains_dir}")  # fmt: skip
+    click.echo(f"diagnose with: hawkes-diagnose {run_dir}")
+
+
+def _print_progress(records: list[dict[str, Any]]) -> None:
+    """One progress block of ``local``: a time stamp, then a line per chain."""
+    parts = []
+    for r in records:
+        acc = r.get("acceptance")
+        rate = r.get("it_per_s")
+        parts.append(
+            f"  chain {r['chain']:>2} {r.get('status', ''):<8} {r.get('iteration', 0):>7}/"
+            f"{r.get('iterations', 0):<7}"
+            + (f" {rate:7.1f} it/s" if rate is not None else "")
+            + (f"  acc {acc:.2f}" if acc is not None else "")
+            + (f"  loglik {r['loglik']:.6g}" if r.get("loglik") is not None else "")
+        )
+    click.echo(time.strftime("%H:%M:%S") + "\n" + "\n".join(parts))
