@@ -45,6 +45,7 @@ from . import atomic, geo
 from .data import FrozenAttrs
 from .errors import EventsError, UsageError
 from .geo import PolygonLayer, PolygonSampler, require_pyogrio
+from .vocab import LAND_UNITS, REGION_NAMES
 
 log = logging.getLogger(__name__)
 
@@ -76,11 +77,9 @@ TERRITORIES: frozenset[str] = frozenset({"60", "64", "66", "68", "69", "70", "72
 #: The 50 states and DC.
 STATES_AND_DC: frozenset[str] = frozenset(set(STATE_ABBR) - TERRITORIES)
 #: Study regions: which state-level codes each one keeps (``None``: every polygon).
-REGIONS: dict[str, frozenset[str] | None] = {
-    "states": STATES_AND_DC,
-    "conus": STATES_AND_DC - {"02", "15"},
-    "all": None,
-}
+REGIONS: dict[str, frozenset[str] | None] = dict(
+    zip(REGION_NAMES, (STATES_AND_DC, STATES_AND_DC - {"02", "15"}, None), strict=True)
+)
 #: County codes in the HHS file that the 2016 polygons know under another code.
 FIPS_REMAP: dict[str, str] = {
     "02063": "02261",  # Chugach Census Area      -> Valdez-Cordova (split in 2019)
@@ -538,7 +537,7 @@ def build_county_table(
         Counties with a population and positive land area; the others are left out with a
         WARNING that names them.
     """
-    if land_units not in ("m2", "sqmi"):
+    if land_units not in LAND_UNITS:
         raise UsageError(f"land units must be 'm2' or 'sqmi', not {land_units!r}")
     import shapely
 

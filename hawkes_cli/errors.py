@@ -6,6 +6,8 @@ below the CLI prints or exits.
 
 from __future__ import annotations
 
+from .vocab import EXIT_STOPPED
+
 
 class HawkesError(Exception):
     """Base class of all errors meant for the user (no traceback shown).
@@ -65,4 +67,4 @@ class StorageError(HawkesError):
 class Interrupted(HawkesError):
     """A run stopped on request (signal) after committing its draws."""
 
-    exit_code = 75
+    exit_code = EXIT_STOPPED

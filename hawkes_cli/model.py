@@ -16,9 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 
 from .errors import UsageError
-
-PARAM_NAMES: tuple[str, ...] = ("mu0", "tau_t", "xi0", "sigma_x", "sigma_t")
-MODELS: tuple[int, ...] = (1, 2)
+from .vocab import MODELS, PARAM_NAMES
 
 
 @dataclass(frozen=True)

@@ -41,3 +41,18 @@ EXACT_TOLERANCE = 0.0
 #: Exit code of a chain (or launcher) that stopped on request after committing its draws
 #: (SIGTERM, SIGINT, SIGUSR1): EX_TEMPFAIL, "run again to resume".
 EXIT_STOPPED = 75
+
+# --------------------------------------------------------------------------- hawkes-prep
+
+#: Counts of the HHS facility file that become cases (``hawkes-prep hhs --count``): new
+#: confirmed admissions (the default) or the census column behind the paper's double counting.
+COUNTS: tuple[str, ...] = ("admissions", "census")
+#: Study regions (``--region``): the 50 states and DC, the contiguous US, every polygon.
+REGION_NAMES: tuple[str, ...] = ("states", "conus", "all")
+#: Where a case is put in its county (``--locations``): uniformly inside, or at the centroid.
+LOCATIONS: tuple[str, ...] = ("polygon", "centroid")
+#: CSV readers of the HHS file (``--reader``): pyarrow if installed, pyarrow, stdlib csv.
+CSV_READERS: tuple[str, ...] = ("auto", "pyarrow", "csv")
+#: Units of a polygon file's land-area field (``hawkes-prep counties``): Census ALAND square
+#: metres, or CENSUSAREA square miles.
+LAND_UNITS: tuple[str, ...] = ("m2", "sqmi")

@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from ..errors import UsageError
+from ..vocab import COUNTS, CSV_READERS, LAND_UNITS, LOCATIONS, REGION_NAMES
 from .options import (
     CONTEXT_SETTINGS,
     model_option,
@@ -145,7 +146,7 @@ def _prep_progress(quiet: bool) -> Callable[[str], None] | None:
 @click.option("--land-field", default="ALAND", show_default=True, help="Field with land area.")
 @click.option(
     "--land-units",
-    type=click.Choice(["m2", "sqmi"]),
+    type=click.Choice(LAND_UNITS),
     default="m2",
     show_default=True,
     help="Units of --land-field (ALAND: m2; CENSUSAREA: sqmi).",
@@ -254,7 +255,7 @@ _DATE = click.DateTime(formats=["%Y-%m-%d", "%Y/%m/%d"])
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option(
     "--count",
-    type=click.Choice(["admissions", "census"]),
+    type=click.Choice(COUNTS),
     default="admissions",
     show_default=True,
     help="admissions: new confirmed admissions (adult + pediatric); census: patient-days of "
@@ -284,7 +285,7 @@ _DATE = click.DateTime(formats=["%Y-%m-%d", "%Y/%m/%d"])
 )
 @click.option(
     "--region",
-    type=click.Choice(["states", "conus", "all"]),
+    type=click.Choice(REGION_NAMES),
     default="states",
     show_default=True,
     help="Study region: 50 states + DC, contiguous 48 + DC, or every polygon (with territories).",
@@ -297,7 +298,7 @@ _DATE = click.DateTime(formats=["%Y-%m-%d", "%Y/%m/%d"])
 @click.option("--jitter", is_flag=True, help="Add a uniform fraction of a day to each time.")
 @click.option(
     "--locations",
-    type=click.Choice(["polygon", "centroid"]),
+    type=click.Choice(LOCATIONS),
     default="polygon",
     show_default=True,
     help="Initial location: uniform in the county polygon, or its centroid (no pyogrio needed).",
@@ -323,7 +324,7 @@ _DATE = click.DateTime(formats=["%Y-%m-%d", "%Y/%m/%d"])
 )
 @click.option(
     "--engine",
-    type=click.Choice(["auto", "pyarrow", "csv"]),
+    type=click.Choice(CSV_READERS),
     default="auto",
     show_default=True,
     help="CSV reader (pyarrow is ~5x faster).",

@@ -9,12 +9,11 @@ from typing import Any
 
 from ..counties import region_states
 from ..errors import UsageError
+from ..vocab import CSV_READERS, LOCATIONS
 from .columns import COUNT_SETS, normalise_column
 
-#: CSV readers: ``auto`` (pyarrow if installed), ``pyarrow``, ``csv`` (stdlib).
-ENGINES = ("auto", "pyarrow", "csv")
-#: Where a case is put in its county: uniformly inside the polygon, or at the centroid.
-LOCATIONS = ("polygon", "centroid")
+#: CSV readers (see :data:`hawkes_cli.vocab.CSV_READERS`).
+ENGINES = CSV_READERS
 
 
 @dataclass(frozen=True)
