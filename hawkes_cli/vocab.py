@@ -56,3 +56,9 @@ CSV_READERS: tuple[str, ...] = ("auto", "pyarrow", "csv")
 #: Units of a polygon file's land-area field (``hawkes-prep counties``): Census ALAND square
 #: metres, or CENSUSAREA square miles.
 LAND_UNITS: tuple[str, ...] = ("m2", "sqmi")
+
+# --------------------------------------------------------------------------- Slurm
+
+#: How a Slurm node starts a chain's ranks (``submit --launcher``): srun inside an allocation,
+#: mpiexec (the mpich wheel's Hydra), or auto (srun when there is one).
+LAUNCHERS: tuple[str, ...] = ("auto", "srun", "mpiexec")

@@ -20,20 +20,22 @@ import numpy as np
 import pytest
 import yaml
 
-from hawkes_cli import node as node_mod
 from hawkes_cli import slurm
 from hawkes_cli.config import ChainsConfig, config_from_mapping, load_config
 from hawkes_cli.errors import ConfigError, ParallelError
-from hawkes_cli.node import (
+from hawkes_cli.parallel import MPIComm, SerialComm, local_rank
+from hawkes_cli.rundir import RunDir
+from hawkes_cli.slurm import (
     DeviceChoice,
+    DeviceSlot,
     check_devices,
     choose_device,
     device_slot,
     launcher_command,
     visible_gpus,
 )
-from hawkes_cli.parallel import MPIComm, SerialComm, local_rank
-from hawkes_cli.rundir import RunDir
+from hawkes_cli.slurm import launch as launch_mod
+from hawkes_cli.slurm import node as node_mod
 
 GOLDEN = Path(__file__).parent / "golden"
 UPDATE = os.environ.get("HAWKES_UPDATE_GOLDEN") == "1"
@@ -299,6 +301,12 @@ def test_script_body_passes_paths_verbatim(tmp_path):
     assert proc.returncode != 0 and "run this script with sbatch" in proc.stderr
 
 
+def test_template_is_found_in_the_checkout():
+    path = slurm.template_path()
+    assert path.name == slurm.TEMPLATE_NAME
+    assert path.read_text() == (Path(__file__).parents[1] / "slurm" / "job.sbatch.tmpl").read_text()
+
+
 def test_line_breaks_cannot_reach_the_script():
     with pytest.raises(ConfigError, match="line break"):
         slurm.sbatch_quote("a\nb")
@@ -360,7 +368,7 @@ def test_visible_gpus_precedence_and_empty():
 
 
 def test_device_slot_follows_local_rank():
-    assert device_slot(3, {}) == node_mod.DeviceSlot(3, 3, None, None)
+    assert device_slot(3, {}) == DeviceSlot(3, 3, None, None)
     env = {"CUDA_VISIBLE_DEVICES": "4,5,6,7"}
     # the driver honours the variable: it lists 4 GPUs, rank r takes the r-th
     s = device_slot(2, env, n_gpus=4)
@@ -454,7 +462,7 @@ def test_pinned_local_rank_wins_over_environment(monkeypatch):
 
 
 def test_srun_command(monkeypatch):
-    monkeypatch.setattr(node_mod.shutil, "which", lambda name: f"/usr/bin/{name}")
+    monkeypatch.setattr(launch_mod.shutil, "which", lambda name: f"/usr/bin/{name}")
     env = {"SLURM_JOB_ID": "12", "SLURM_CPUS_PER_TASK": "3"}
     cmd = launcher_command("auto", 4, ["py", "rank"], env)
     assert cmd == [

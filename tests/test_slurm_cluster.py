@@ -194,7 +194,7 @@ def done(run_dir: Path, chains=range(4)) -> bool:
 
 
 def node_events(run_dir: Path, node: int) -> list[dict]:
-    return slurm.read_node_state(run_dir, node)["events"]
+    return RunDir(run_dir).read_node_state(node)["events"]
 
 
 def logs(run_dir: Path) -> str:

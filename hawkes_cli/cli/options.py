@@ -25,6 +25,7 @@ from ..vocab import (
     DEFAULT_ENGINE,
     ENGINES,
     EXACT_TOLERANCE,
+    LAUNCHERS,
     MODELS,
     PARAM_NAMES,
     PRECISIONS,
@@ -37,7 +38,6 @@ Decorator = Callable[[F], F]
 CONTEXT_SETTINGS: dict[str, Any] = {"help_option_names": ["-h", "--help"]}
 
 #: How a Slurm node starts its MPI ranks (``submit --launcher``, ``node --launcher``).
-LAUNCHERS: tuple[str, ...] = ("auto", "srun", "mpiexec")
 
 #: Model kinds as the command line spells them.
 MODEL_CHOICE = click.Choice([str(kind) for kind in MODELS])

@@ -1,0 +1,222 @@
+"""Exports of a report: JSON, CSV, arviz ``InferenceData`` and netCDF.
+
+arviz is imported inside :func:`to_inference_data`, so importing this module is cheap. The
+netCDF file is written through :mod:`hawkes_cli.atomic`: readers see the old file or the new one.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import logging
+import math
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .. import atomic
+from ..errors import UsageError
+from .api import load_draws
+from .options import DiagnoseOptions
+from .records import STAT_FIELDS, Draws, Report
+from .verdicts import ESS_WARN, RHAT_FAIL, RHAT_WARN
+
+if TYPE_CHECKING:  # pragma: no cover
+    import arviz
+
+__all__ = ["draws_of", "to_csv", "to_inference_data", "to_json", "write_netcdf"]
+
+log = logging.getLogger(__package__)
+
+_CSV_STATS = ("median", "q2.5", "q97.5", "mean", "sd", "rhat", "ess_bulk", "ess_tail", "mcse_mean")
+
+Source = Report | Draws | Path | str
+"""What the exports accept: a report, its draws, or a run directory."""
+
+
+# --------------------------------------------------------------------------- JSON and CSV
+
+
+def _clean(x: Any) -> Any:
+    """JSON-safe value: non-finite floats become None."""
+    if isinstance(x, float):
+        return x if math.isfinite(x) else None
+    if isinstance(x, dict):
+        return {k: _clean(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_clean(v) for v in x]
+    return x
+
+
+def _options_json(o: DiagnoseOptions) -> dict[str, Any]:
+    return {
+        "burn": o.burn,
+        "thin": o.thin,
+        "counties": list(o.counties),
+        "strict": o.strict,
+        "events": None if o.events is None else str(o.events),
+    }
+
+
+def to_json(report: Report) -> dict[str, Any]:
+    """The report as a JSON-serialisable dict (non-finite numbers become ``null``).
+
+    Keys: ``run_dir``, ``config_sha256``, ``model``, ``time_unit``, ``status``, ``options``,
+    ``burn``, ``common_draws``, ``chains``, ``parameters``, ``derived``, ``counties``,
+    ``verdicts``, ``thresholds``.
+    """
+    from .. import __version__
+
+    out = {
+        "hawkes_version": __version__,
+        "run_dir": str(report.run_dir),
+        "config_sha256": report.config_sha256,
+        "model": report.model,
+        "time_unit": report.time_unit,
+        "status": report.status,
+        "options": _options_json(report.options),
+        "burn": report.burn_description,
+        "common_draws": report.common_draws,
+        "chains": [c.as_dict() for c in report.chains],
+        "parameters": [r.as_dict() for r in report.parameters],
+        "derived": [r.as_dict() for r in report.derived],
+        "counties": [c.as_dict() for c in report.counties],
+        "verdicts": [v.as_dict() for v in report.verdicts],
+        "thresholds": {"rhat_warn": RHAT_WARN, "rhat_fail": RHAT_FAIL, "ess_warn": ESS_WARN},
+    }
+    return _clean(out)
+
+
+def to_csv(report: Report) -> str:
+    """One CSV row per parameter and derived quantity (full float precision, ``nan`` kept).
+
+    Columns: ``name, label, kind, unit, median, q2.5, q97.5, mean, sd, rhat, ess_bulk,
+    ess_tail, mcse_mean``.
+    """
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(["name", "label", "kind", "unit", *_CSV_STATS])
+    for r in report.rows:
+        writer.writerow(
+            [r.name, r.label, r.kind, r.unit] + [repr(float(getattr(r, k))) for k in STAT_FIELDS]
+        )
+    return buf.getvalue()
+
+
+# --------------------------------------------------------------------------- arviz
+
+
+def draws_of(source: Source, options: DiagnoseOptions | None) -> tuple[Draws, DiagnoseOptions]:
+    """The draws and options of a report, of draws (with ``options``) or of a run directory."""
+    if isinstance(source, Report):
+        return source.draws, source.options
+    if isinstance(source, Draws):
+        return source, options or DiagnoseOptions()
+    opts = options or DiagnoseOptions()
+    return load_draws(Path(source), opts), opts
+
+
+def _sample_stats(draws: Draws) -> dict[str, np.ndarray]:
+    """``iteration``, the sampler fields, and ``lp``, over the common prefix."""
+    n = draws.common_draws
+    stats: dict[str, np.ndarray] = {
+        "iteration": np.stack([it[:n] for it in draws.iterations]).astype(np.int64)
+    }
+    for key, arrays in draws.stats.items():
+        stats[key] = np.stack([a[:n] for a in arrays])
+    if "accepted" in stats:
+        stats["accepted"] = stats["accepted"] != 0
+    if "loglik" in stats and "logprior" in stats:
+        stats["lp"] = stats["loglik"] + stats["logprior"]
+    return stats
+
+
+def _attrs(draws: Draws, opts: DiagnoseOptions) -> dict[str, Any]:
+    return {
+        "run_dir": str(draws.run_dir),
+        "config_sha256": draws.config_sha256,
+        "model": int(draws.model),
+        "time_unit": draws.time_unit,
+        "burn": -1 if opts.burn is None else int(opts.burn),
+        "burn_is_warmup": int(opts.burn is None),
+        "thin": int(opts.thin),
+        "created_by": "hawkes-diagnose",
+    }
+
+
+def to_inference_data(
+    source: Source, options: DiagnoseOptions | None = None
+) -> arviz.InferenceData:
+    """The retained draws as an arviz ``InferenceData``.
+
+    Parameters
+    ----------
+    source
+        A run directory (read with ``options``), or a :class:`Report` / :class:`Draws`.
+    options
+        Burn-in, thinning, counties when ``source`` is a directory.
+
+    Returns
+    -------
+    arviz.InferenceData
+        ``posterior``: every parameter and derived quantity, dims ``(chain, draw)``, the chain
+        coordinate holding the chain ids; chains are cut to the common prefix (arviz needs equal
+        lengths). ``sample_stats``: ``lp`` (log posterior), ``loglik``, ``logprior``,
+        ``accepted`` and ``iteration`` where the chain files have them. Variables carry ``units``
+        and ``label`` attributes; the groups carry the run's ``config_sha256``, ``model``,
+        ``time_unit``, ``burn`` and ``thin``.
+    """
+    import arviz as az
+
+    draws, opts = draws_of(source, options)
+    attrs = _attrs(draws, opts)
+    idata = az.from_dict(
+        posterior={name: draws.matrix(name) for name in draws.variables},
+        sample_stats=_sample_stats(draws),
+        coords={"chain": list(draws.chain_ids), "draw": np.arange(draws.common_draws)},
+        attrs=attrs,
+    )
+    for group in (idata.posterior, idata.sample_stats):
+        group.attrs.update(attrs)
+    for name in draws.variables:
+        idata.posterior[name].attrs["units"] = draws.units[name]
+        idata.posterior[name].attrs["label"] = draws.labels[name]
+    return idata
+
+
+def write_netcdf(
+    source: Source,
+    path: Path,
+    options: DiagnoseOptions | None = None,
+) -> Path:
+    """Write :func:`to_inference_data` to a netCDF file (``arviz.from_netcdf`` reads it back).
+
+    Parameters
+    ----------
+    source
+        A :class:`Report`, :class:`Draws` or a run directory (read with ``options``).
+    path
+        Target file (``.nc``); replaced atomically if it exists. Its folder must exist.
+
+    Returns
+    -------
+    Path
+        ``path``.
+
+    Raises
+    ------
+    UsageError
+        The file cannot be written.
+    """
+    path = Path(path)
+    idata = to_inference_data(source, options)
+    if not path.parent.is_dir():
+        raise UsageError(f"cannot write {path}: folder {path.parent} does not exist")
+    try:
+        with atomic.replacing(path) as tmp:
+            idata.to_netcdf(str(tmp))
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"cannot write the netCDF file {path}: {exc}") from exc
+    log.info("wrote %s", path)
+    return path

@@ -1,0 +1,71 @@
+"""What ``hawkes-diagnose`` should look at: :class:`DiagnoseOptions`, validated on creation."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import UsageError
+
+__all__ = ["DiagnoseOptions"]
+
+
+def _county_codes(counties: tuple[str, ...]) -> tuple[str, ...]:
+    """5-digit FIPS codes, zero-padded and deduplicated in order (``UsageError`` if not digits)."""
+    codes: list[str] = []
+    for raw in counties:
+        text = str(raw).strip()
+        if not (text.isdigit() and 1 <= len(text) <= 5):
+            raise UsageError(
+                f"--county {raw!r}: a county is given by its FIPS code, 5 digits "
+                "(e.g. 36061 for New York County, NY)"
+            )
+        code = text.zfill(5)
+        if code not in codes:
+            codes.append(code)
+    return tuple(codes)
+
+
+@dataclass(frozen=True)
+class DiagnoseOptions:
+    """What ``hawkes-diagnose`` should look at.
+
+    Parameters
+    ----------
+    burn
+        ``None``: drop the draws flagged as warm-up (the run's own warm-up). An integer ``B >= 0``:
+        drop every draw with ``iteration < B`` instead (0 keeps everything).
+    thin
+        Keep every ``thin``-th retained draw of each chain (>= 1).
+    counties
+        5-digit county FIPS codes whose effective spatial lengthscale (miles) is reported;
+        shorter digit strings are zero-padded (``"6037"`` -> ``"06037"``).
+    strict
+        Whether a failing verdict makes :func:`~hawkes_cli.diagnostics.exit_code` non-zero.
+    events
+        Events file for the county rows and the time unit; ``None`` takes the config's
+        ``data.events`` as recorded in the chain files.
+
+    Raises
+    ------
+    UsageError
+        A negative ``burn``, ``thin < 1``, or a county code that is not 1-5 digits.
+    """
+
+    burn: int | None = None
+    thin: int = 1
+    counties: tuple[str, ...] = ()
+    strict: bool = False
+    events: Path | None = None
+
+    def __post_init__(self) -> None:
+        if self.burn is not None and (isinstance(self.burn, bool) or int(self.burn) < 0):
+            raise UsageError(f"--burn must be an integer >= 0, got {self.burn!r}")
+        if isinstance(self.thin, bool) or int(self.thin) < 1:
+            raise UsageError(f"--thin must be an integer >= 1, got {self.thin!r}")
+        object.__setattr__(self, "counties", _county_codes(self.counties))
+        if self.burn is not None:
+            object.__setattr__(self, "burn", int(self.burn))
+        object.__setattr__(self, "thin", int(self.thin))
+        if self.events is not None:
+            object.__setattr__(self, "events", Path(self.events))

@@ -1,0 +1,241 @@
+"""Which device each rank of a node drives, and the refusal to put two ranks on one GPU.
+
+Rank ``r`` of a node takes the ``r``-th GPU the job may see (``CUDA_VISIBLE_DEVICES``,
+``ROCR_VISIBLE_DEVICES`` or ``GPU_DEVICE_ORDINAL``, see :func:`device_slot`); every rank's
+:class:`DeviceChoice` is gathered and checked by :func:`check_devices` before any chain starts.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from ..config import Config
+from ..errors import ParallelError
+
+VISIBLE_VARS: tuple[str, ...] = (
+    "CUDA_VISIBLE_DEVICES",
+    "ROCR_VISIBLE_DEVICES",
+    "GPU_DEVICE_ORDINAL",
+)
+"""Environment variables that restrict the GPUs a process may use, in order of precedence."""
+
+
+def visible_gpus(env: Mapping[str, str]) -> tuple[str, tuple[str, ...]] | None:
+    """The GPUs the job may use, from the first of :data:`VISIBLE_VARS` that is set.
+
+    Returns
+    -------
+    (variable, ids) or None
+        ``ids`` in the variable's order (an empty tuple: no GPU allowed); ``None`` when no
+        variable is set (every device may be used).
+    """
+    for var in VISIBLE_VARS:
+        value = env.get(var)
+        if value is not None:
+            return var, tuple(p.strip() for p in value.split(",") if p.strip())
+    return None
+
+
+@dataclass(frozen=True)
+class DeviceSlot:
+    """Which of the matching OpenCL devices a rank takes.
+
+    Attributes
+    ----------
+    local_rank
+        The rank on the node.
+    slot
+        Index among the devices matching ``engine.device`` (for
+        :func:`hawkes_cli.kernels.select_device`, which takes ``slot % count``).
+    var
+        The variable that restricted the visible GPUs, or ``None``.
+    visible_id
+        The GPU's id in that variable (the physical GPU), or ``None``.
+    """
+
+    local_rank: int
+    slot: int
+    var: str | None = None
+    visible_id: str | None = None
+
+
+def device_slot(local_rank: int, env: Mapping[str, str], n_gpus: int | None = None) -> DeviceSlot:
+    """The device slot of the rank with ``local_rank`` on its node.
+
+    Rank ``r`` takes the ``r``-th GPU the job may see. Drivers that honour
+    ``CUDA_VISIBLE_DEVICES`` (or ROCm's variables) list only those GPUs, so the slot is ``r``;
+    when the OpenCL runtime lists more GPUs (``n_gpus``) than the variable allows, it ignored
+    the variable and the slot is the ``r``-th listed id instead.
+
+    Parameters
+    ----------
+    local_rank
+        Rank on the node (>= 0).
+    env
+        The process environment.
+    n_gpus
+        GPUs the OpenCL runtime lists (None: unknown).
+    """
+    vis = visible_gpus(env)
+    if vis is None or not vis[1]:
+        return DeviceSlot(local_rank, local_rank, vis[0] if vis else None, None)
+    var, ids = vis
+    visible_id = ids[local_rank % len(ids)] if local_rank < len(ids) else None
+    slot = local_rank
+    if (
+        n_gpus is not None
+        and n_gpus > len(ids)
+        and visible_id is not None
+        and visible_id.isdigit()
+        and int(visible_id) < n_gpus
+    ):
+        slot = int(visible_id)
+    return DeviceSlot(local_rank, slot, var, visible_id)
+
+
+@dataclass(frozen=True)
+class DeviceChoice:
+    """The device one rank of a node drives (gathered on every rank for the checks).
+
+    Attributes
+    ----------
+    rank, chain, chain_rank, local_rank
+        Where the rank sits.
+    ident
+        OpenCL ``P:D`` (``"reference"`` for the numpy engine).
+    name, kind
+        Device name and kind (``gpu``, ``cpu``, ``accelerator``, ``other``).
+    var, visible_id
+        As in :class:`DeviceSlot`.
+    slot
+        Index handed to the engine's device selection.
+    host
+        Host name.
+    """
+
+    rank: int
+    chain: int
+    chain_rank: int
+    local_rank: int
+    ident: str
+    name: str
+    kind: str
+    var: str | None = None
+    visible_id: str | None = None
+    slot: int = 0
+    host: str = ""
+
+    def describe(self) -> str:
+        """One line for the log."""
+        where = f" ({self.var} id {self.visible_id})" if self.visible_id is not None else ""
+        return (
+            f"rank {self.rank} (chain {self.chain} rank {self.chain_rank}, local rank "
+            f"{self.local_rank}) on {self.host}: device {self.ident} {self.name!r} "
+            f"[{self.kind}]{where}"
+        )
+
+
+def check_devices(choices: Sequence[DeviceChoice]) -> list[str]:
+    """Refuse two ranks of a node on one GPU; say where ranks share a CPU device.
+
+    Parameters
+    ----------
+    choices
+        Every rank's choice, in rank order (the same list on every rank).
+
+    Returns
+    -------
+    list of str
+        Notes on shared CPU devices (allowed: PoCL runs each rank on host threads).
+
+    Raises
+    ------
+    ParallelError
+        Two ranks would drive one GPU (same OpenCL device, or the same visible GPU id).
+    """
+    notes: list[str] = []
+    by_device: dict[tuple[str, str], list[DeviceChoice]] = {}
+    by_visible: dict[tuple[str, str], list[DeviceChoice]] = {}
+    for c in choices:
+        by_device.setdefault((c.host, c.ident), []).append(c)
+        if c.kind != "cpu" and c.ident != "reference" and c.visible_id is not None:
+            by_visible.setdefault((c.host, c.visible_id), []).append(c)
+    for (host, ident), group in by_device.items():
+        if len(group) < 2:
+            continue
+        ranks = ", ".join(f"{c.rank} (chain {c.chain})" for c in group)
+        first = group[0]
+        if first.kind == "cpu" or ident == "reference":
+            notes.append(
+                f"ranks {ranks} share the CPU device {ident} {first.name!r} on {host}; "
+                "allowed for a CPU device (they split its cores)"
+            )
+            continue
+        raise ParallelError(
+            _sharing_message(f"{first.kind.upper()} {ident} {first.name!r}", ranks, host, group)
+        )
+    for (host, vid), group in by_visible.items():
+        if len(group) > 1:
+            ranks = ", ".join(f"{c.rank} (chain {c.chain})" for c in group)
+            raise ParallelError(_sharing_message(f"GPU {group[0].var}={vid}", ranks, host, group))
+    return notes
+
+
+def _sharing_message(what: str, ranks: str, host: str, group: Sequence[DeviceChoice]) -> str:
+    vis = group[0].var
+    seen = f"; the job may see {vis}={os.environ.get(vis, '')}" if vis else ""
+    return (
+        f"ranks {ranks} on {host} would share {what}{seen}. Each rank needs its own GPU: "
+        "request as many GPUs as ranks (--gres=gpu:N, see `hawkes-run plan`), leave "
+        "engine.device null or 'gpu' (a fixed 'P:D' puts every rank on one device), or use "
+        "a CPU OpenCL device"
+    )
+
+
+def choose_device(
+    config: Config,
+    *,
+    rank: int,
+    chain: int,
+    chain_rank: int,
+    local_rank: int,
+    env: Mapping[str, str],
+) -> DeviceChoice:
+    """This rank's device: by local rank among the devices it may see (see :func:`device_slot`)."""
+    host = socket.gethostname()
+    if config.engine.backend != "opencl":
+        return DeviceChoice(
+            rank,
+            chain,
+            chain_rank,
+            local_rank,
+            "reference",
+            "numpy float64",
+            "cpu",
+            slot=local_rank,
+            host=host,
+        )
+    from ..kernels import DEVICE_ENV, list_devices, select_device
+
+    spec = config.engine.device if config.engine.device is not None else env.get(DEVICE_ENV)
+    n_gpus = None
+    if spec in (None, "", "gpu"):
+        n_gpus = sum(1 for d in list_devices() if d.kind == "gpu") or None
+    ds = device_slot(local_rank, env, n_gpus)
+    info, _ = select_device(config.engine.device, ds.slot)
+    return DeviceChoice(
+        rank,
+        chain,
+        chain_rank,
+        local_rank,
+        info.ident,
+        info.name,
+        info.kind,
+        ds.var,
+        ds.visible_id,
+        ds.slot,
+        host,
+    )

@@ -1,0 +1,294 @@
+"""A run's Slurm jobs: submit its array job, report per-chain status, cancel it.
+
+``submit`` writes ``RUN_DIR/config.yaml``, the rendered script and the plan, runs
+``sbatch --parsable`` for the array tasks with unfinished chains and records the job in
+``RUN_DIR/slurm/jobs.json`` (all through :class:`~hawkes_cli.rundir.RunDir`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+
+from .. import atomic
+from ..config import Config
+from ..errors import HawkesError, StorageError
+from ..rundir import RunDir, now_utc
+from .commands import active_jobs, call, job_states, slurm_command, task_state
+from .plan import Plan, array_ranges, make_plan
+from .script import render_script
+
+log = logging.getLogger(__name__)
+
+
+# --------------------------------------------------------------------------- submit
+
+
+@dataclass(frozen=True)
+class Submission:
+    """What :func:`submit` did.
+
+    Attributes
+    ----------
+    script
+        The rendered batch script.
+    script_path
+        Where it was written (``None`` for a dry run).
+    job_id
+        The array job id (``None`` for a dry run or when nothing was left to run).
+    array
+        The array tasks submitted (unfinished nodes only).
+    plan
+        The placement.
+    """
+
+    script: str
+    script_path: Path | None
+    job_id: str | None
+    array: str
+    plan: Plan
+
+
+def unfinished_nodes(config: Config, plan: Plan) -> list[int]:
+    """Array tasks with at least one chain not yet finished."""
+    run_dir = RunDir.of(config)
+    return [n.index for n in plan.nodes if not all(run_dir.is_finished(c) for c in n.chains)]
+
+
+def _claim_run_dir(rdir: RunDir, config: Config) -> None:
+    """Write the resolved config; refuse a run of another config or one with live jobs."""
+    try:
+        rdir.write_config(config)
+    except StorageError as exc:
+        if "different config" not in str(exc):
+            raise
+        raise StorageError(
+            f"{rdir.root} holds a run of a different config ({rdir.config_path}); choose "
+            "another output.run_dir, or remove that run directory to start afresh"
+        ) from None
+    active = active_jobs(rdir.root)
+    if active:
+        raise HawkesError(
+            f"run {rdir.root} has job(s) {', '.join(active)} pending or running; wait for them "
+            f"or cancel them (hawkes-run cancel {shlex.quote(str(rdir.root))}) before "
+            "submitting again"
+        )
+
+
+def _sbatch(sbatch: str, rdir: RunDir, array: str, plan: Plan) -> str:
+    """Submit the written script for array tasks ``array``; the job id."""
+    cmd = [sbatch, "--parsable"]
+    if array != plan.resources.array:
+        cmd.append(f"--array={array}")  # the command line overrides the script's directive
+    cmd.append(str(rdir.script_path))
+    proc = call(cmd, cwd=rdir.slurm_dir)
+    if proc.returncode != 0:
+        raise HawkesError(
+            f"sbatch refused the job ({proc.stderr.strip() or f'exit {proc.returncode}'}); "
+            f"script: {rdir.script_path}"
+        )
+    out = proc.stdout.strip().splitlines()
+    job_id = out[-1].split(";")[0].strip() if out else ""
+    if not job_id.isdigit():
+        raise HawkesError(f"sbatch --parsable printed {proc.stdout!r}, expected a job id")
+    return job_id
+
+
+def submit(
+    config: Config,
+    *,
+    dry_run: bool = False,
+    launcher: str = "auto",
+    python: str | None = None,
+) -> Submission:
+    """Render, write and submit the run's array job (only nodes with unfinished chains).
+
+    Parameters
+    ----------
+    config
+        The run's configuration (its run directory gets ``config.yaml`` and ``slurm/``).
+    dry_run
+        Render only: write nothing, submit nothing.
+    launcher
+        See :func:`~hawkes_cli.slurm.script.render_script`.
+    python
+        Interpreter for the job (default: this one).
+
+    Raises
+    ------
+    HawkesError
+        No ``sbatch``, a rejected submission, or jobs of this run still pending or running.
+    StorageError
+        The run directory holds a run of another config.
+    """
+    plan = make_plan(config)
+    rdir = RunDir.of(config)
+    script = render_script(
+        config, plan, config_path=rdir.config_path, python=python, launcher=launcher
+    )
+    if dry_run:
+        return Submission(script, None, None, plan.resources.array, plan)
+    sbatch = slurm_command("sbatch")
+    _claim_run_dir(rdir, config)
+    rdir.slurm_logs_dir.mkdir(parents=True, exist_ok=True)
+    atomic.write_text(rdir.script_path, script)
+    atomic.write_json(rdir.plan_path, plan.to_json())
+    pending = unfinished_nodes(config, plan)
+    if not pending:
+        log.info("all %d chains of %s are finished; nothing to submit", plan.chains, rdir.root)
+        return Submission(script, rdir.script_path, None, "", plan)
+    array = array_ranges(pending)
+    job_id = _sbatch(sbatch, rdir, array, plan)
+    rdir.record_job(
+        {
+            "job_id": job_id,
+            "array": array,
+            "nodes": pending,
+            "submitted": now_utc("seconds"),
+            "script": rdir.script_path.name,
+            "script_sha256": hashlib.sha256(script.encode("utf-8")).hexdigest(),
+            "config_sha256": config.sha256,
+        },
+    )
+    log.info("submitted array job %s (tasks %s) for %s", job_id, array, rdir.root)
+    return Submission(script, rdir.script_path, job_id, array, plan)
+
+
+# --------------------------------------------------------------------------- status, cancel
+
+
+@dataclass(frozen=True)
+class ChainStatus:
+    """One chain as ``hawkes-run status`` shows it.
+
+    Attributes
+    ----------
+    chain, node
+        Chain id and its array task.
+    iteration, iterations
+        Iterations done (committed, or the latest progress record while running) / planned.
+    draws
+        Draws committed.
+    requeues
+        Times its node job restarted after a requeue.
+    last_commit
+        Time of the last commit (ISO 8601), or ``None``.
+    job
+        ``<array job>_<task>`` of the latest submission holding it, or ``None``.
+    state
+        Slurm state of that job (``None``: unknown or never submitted).
+    finished
+        The chain's checkpoint says it is complete.
+    """
+
+    chain: int
+    node: int
+    iteration: int
+    iterations: int
+    draws: int
+    requeues: int
+    last_commit: str | None
+    job: str | None
+    state: str | None
+    finished: bool
+
+
+def _latest_tasks(rdir: RunDir, plan: Plan) -> dict[int, tuple[str, str | None]]:
+    """Node -> (``<array job>_<task>`` of its latest submission, the raw job id it started as)."""
+    jobs = rdir.read_jobs()
+    latest: dict[int, tuple[str, str | None]] = {}
+    for n in plan.nodes:
+        job = next((j for j in reversed(jobs) if n.index in j.get("nodes", [])), None)
+        if job is None:
+            continue
+        starts = [
+            e
+            for e in rdir.read_node_state(n.index)["events"]
+            if e.get("event") == "start" and str(e.get("array_job")) == str(job["job_id"])
+        ]
+        raw = str(starts[-1]["job"]) if starts and starts[-1].get("job") else None
+        latest[n.index] = (f"{job['job_id']}_{n.index}", raw)
+    return latest
+
+
+def _chain_status(
+    config: Config,
+    rdir: RunDir,
+    chain: int,
+    node: int,
+    task: tuple[str | None, str | None],
+    states: dict[str, str],
+) -> ChainStatus:
+    """One chain's row: its commit record and progress, and its node job's state."""
+    chains = RunDir.of(config)
+    side = chains.commit_record(chain)
+    ckpt = chains.checkpoint(chain)
+    iteration = ckpt.iteration if ckpt else 0
+    prog = chains.read_progress(chain)
+    if prog.status == "running":
+        iteration = max(iteration, int(prog.iteration))
+    job, raw = task
+    state = None
+    if job is not None:
+        state = states.get(job) or (states.get(raw) if raw else None)
+        if state is None:
+            state = task_state(states, job.split("_")[0], node)
+    return ChainStatus(
+        chain=chain,
+        node=node,
+        iteration=iteration,
+        iterations=config.sampler.iterations,
+        draws=int((side or {}).get("draws", 0)),
+        requeues=rdir.requeue_count(node),
+        last_commit=(side or {}).get("committed_at"),
+        job=job,
+        state=state,
+        finished=bool(ckpt and ckpt.finished),
+    )
+
+
+def run_status(run_dir: Path, *, query_slurm: bool = True) -> list[ChainStatus]:
+    """Per-chain progress of a run and the Slurm state of each chain's job.
+
+    Parameters
+    ----------
+    run_dir
+        The run directory.
+    query_slurm
+        Ask squeue/sacct for job states (skipped when Slurm is not installed).
+    """
+    rdir = RunDir(run_dir)
+    config = rdir.load_config()
+    plan = make_plan(config)
+    latest = _latest_tasks(rdir, plan)
+    states: dict[str, str] = {}
+    if query_slurm and latest:
+        states = job_states([raw or task.split("_")[0] for task, raw in latest.values()])
+    out = []
+    for c in range(config.chains.count):
+        node = plan.node_of_chain(c)
+        task = latest.get(node, (None, None))
+        out.append(_chain_status(config, rdir, c, node, task, states))
+    return out
+
+
+def cancel(run_dir: Path) -> list[str]:
+    """``scancel`` the run's jobs that are still pending or running; returns their ids.
+
+    Raises
+    ------
+    HawkesError
+        No ``scancel``, or it failed.
+    """
+    RunDir(run_dir).load_config()  # a run directory at all
+    jobs = active_jobs(run_dir)
+    if not jobs:
+        return []
+    proc = call([slurm_command("scancel"), *jobs])
+    if proc.returncode != 0:
+        raise HawkesError(f"scancel {' '.join(jobs)} failed: {proc.stderr.strip()}")
+    log.info("cancelled %s", ", ".join(jobs))
+    return jobs
