@@ -1,15 +1,22 @@
-"""OpenCL runtime: kernel sources, device discovery and selection, program cache.
+"""OpenCL runtime: kernel sources, build options, device discovery and selection, programs.
 
-Only this module and :mod:`hawkes_cli.engine.opencl` import :mod:`pyopencl`, and only inside
-functions, so ``hawkes-run --help`` never loads an OpenCL driver.
+Only this module and the OpenCL engines (:mod:`hawkes_cli.engine.device`,
+:mod:`~hawkes_cli.engine.opencl`, :mod:`~hawkes_cli.engine.truncated`) import :mod:`pyopencl`,
+and only inside functions, so ``hawkes-run --help`` never loads an OpenCL driver.
+
+A program is named by its precision and variant (``truncated`` or not); its source
+(:func:`program_source`) and build options (:func:`build_options`) are fixed by those two, and
+:func:`kernel_fingerprint` hashes everything a set of programs compiled, for provenance.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import os
 import warnings
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
@@ -17,12 +24,12 @@ from pathlib import Path
 from typing import Any
 
 from .errors import DeviceError
+from .vocab import PRECISIONS
 
 log = logging.getLogger(__name__)
 
 KERNEL_FILE = "hawkes.cl"
 TRUNCATED_FILE = "truncated.cl"  # compiled after KERNEL_FILE, whose definitions it uses
-PRECISIONS: tuple[str, ...] = ("float32", "float64")
 DEVICE_ENV = "HAWKES_OPENCL_DEVICE"
 
 
@@ -56,8 +63,62 @@ def truncated_source() -> str:
     return (kernel_dir() / TRUNCATED_FILE).read_text(encoding="utf-8")
 
 
+def program_files(truncated: bool = False) -> tuple[str, ...]:
+    """The source files of a program, in compilation order (``hawkes.cl``, then
+    ``truncated.cl`` for the truncated variant)."""
+    return (KERNEL_FILE, TRUNCATED_FILE) if truncated else (KERNEL_FILE,)
+
+
+def program_source(truncated: bool = False) -> str:
+    """The OpenCL C source a program compiles: its files joined by newlines."""
+    return kernel_source() + ("\n" + truncated_source() if truncated else "")
+
+
+def build_options(precision: str) -> tuple[str, ...]:
+    """The compiler options of a program at ``precision`` (one of :data:`PRECISIONS`)."""
+    if precision not in PRECISIONS:
+        raise DeviceError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+    return (f"-DREAL_IS_DOUBLE={1 if precision == 'float64' else 0}",)
+
+
+def kernel_fingerprint(programs: Iterable[tuple[str, bool]]) -> str:
+    """SHA-256 (hex) of everything the given programs compile, for provenance.
+
+    Parameters
+    ----------
+    programs
+        ``(precision, truncated)`` of each program an engine built (order and repeats do not
+        matter).
+
+    Returns
+    -------
+    str
+        The hash of, for each distinct program in sorted order, its precision, file names,
+        build options and the SHA-256 of its source; ``""`` when ``programs`` is empty.
+    """
+    specs = sorted(set(programs))
+    if not specs:
+        return ""
+    described = [
+        {
+            "precision": precision,
+            "files": list(program_files(truncated)),
+            "options": list(build_options(precision)),
+            "source_sha256": hashlib.sha256(program_source(truncated).encode("utf-8")).hexdigest(),
+        }
+        for precision, truncated in specs
+    ]
+    text = json.dumps(described, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
 def kernel_sha256() -> str:
-    """SHA-256 of the kernel source (recorded in chain files for provenance)."""
+    """SHA-256 (hex) of ``hawkes.cl`` alone: the exact kernel's source, not what a truncated
+    engine also compiles, nor the build options.
+
+    Kept for the chain files' ``kernel_sha256`` until their writer records
+    :attr:`hawkes_cli.engine.Likelihood.kernel_fingerprint` (every source and option compiled).
+    """
     return hashlib.sha256(kernel_source().encode("utf-8")).hexdigest()
 
 
@@ -215,26 +276,24 @@ def build_program(context: Any, precision: str, *, truncated: bool = False) -> A
     """Build (once per process, context, precision and variant) the likelihood program.
 
     ``truncated=True`` builds ``hawkes.cl`` followed by ``truncated.cl`` (the error-bounded
-    trigger of :mod:`hawkes_cli.engine.truncated`); the default builds ``hawkes.cl`` alone.
+    trigger of :mod:`hawkes_cli.engine.truncated`); the default builds ``hawkes.cl`` alone
+    (:func:`program_source`, with :func:`build_options`).
 
     Raises
     ------
     DeviceError
         If the OpenCL compiler rejects the source (the build log is included).
     """
-    if precision not in PRECISIONS:
-        raise DeviceError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+    options = list(build_options(precision))
     key = (context.int_ptr, precision + ("+truncated" if truncated else ""))
     prog = _PROGRAMS.get(key)
     if prog is not None:
         return prog
     cl = _cl()
-    options = [f"-DREAL_IS_DOUBLE={1 if precision == 'float64' else 0}"]
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            source = kernel_source() + ("\n" + truncated_source() if truncated else "")
-            prog = cl.Program(context, source).build(options=options)
+            prog = cl.Program(context, program_source(truncated)).build(options=options)
         for w in caught:  # e.g. PoCL's harmless vector-ABI notes; keep them out of the CLI
             log.debug("OpenCL compiler: %s", w.message)
     except cl.RuntimeError as exc:

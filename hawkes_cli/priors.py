@@ -16,12 +16,12 @@ Config forms (one mapping per parameter, one key naming the family):
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from .errors import ConfigError
-from .model import PARAM_NAMES
+from .vocab import PARAM_NAMES
 
 FAMILIES: dict[str, int] = {"normal": 2, "lognormal": 2, "gamma": 2, "halfnormal": 1}
 
@@ -65,13 +65,32 @@ class Prior:
 DEFAULT_PRIOR = Prior("normal", (0.0, 1.0))
 
 
+def joint_logpdf(priors: Sequence[Prior], theta: Iterable[float]) -> float:
+    """Log density of independent priors at the log-parameters ``theta`` (Jacobians included).
+
+    Parameters
+    ----------
+    priors
+        One prior per coordinate, in :data:`~hawkes_cli.vocab.PARAM_NAMES` order.
+    theta : (d,) float
+        Log-parameters, same length as ``priors``.
+
+    Returns
+    -------
+    float
+        ``sum_k priors[k].logpdf(theta[k])``, summed left to right (``-inf``, ``inf`` or ``nan``
+        are returned as they come; the caller decides what is outside the support).
+    """
+    return sum(prior.logpdf(float(v)) for prior, v in zip(priors, theta, strict=True))
+
+
 def parse_prior(param: str, spec: Any, where: str = "config") -> Prior:
     """Parse one parameter's prior from its config mapping.
 
     Parameters
     ----------
     param
-        Parameter name (one of :data:`~hawkes_cli.model.PARAM_NAMES`).
+        Parameter name (one of :data:`~hawkes_cli.vocab.PARAM_NAMES`).
     spec
         ``None`` (default N(0, 1) on the log scale) or a one-key mapping such as
         ``{"gamma": [2.0, 1.0]}``.

@@ -1,16 +1,31 @@
-"""One chain: data -> engine -> sampler loop -> storage, with a stop flag and exact resume.
+"""One chain: set-up, resume, the iteration loop, commits and progress.
 
-All ranks of a chain run :func:`run_chain` together. Rank 0 drives the sampler and the chain
-file; it tells the other ranks what to do with a broadcast command before each collective step
-(evaluate at theta, redraw locations, iteration boundary, done), so the ranks never disagree on
-the sequence of likelihood evaluations. At every iteration boundary all ranks agree on stopping
-(a float64 allreduce of their stop flags), so a signal that reaches any rank stops the chain at
-the same place everywhere, after a commit.
+The pieces it ties together, each with one job:
+
+* :class:`~hawkes_cli.posterior.LogPosterior` - priors + likelihood on the log scale, the
+  sampler's ``log_density``; its :class:`~hawkes_cli.posterior.Density` parts are what the
+  chain file records;
+* :class:`~hawkes_cli.distributed.DistributedLikelihood` - rank 0's handle on the chain's
+  collective work (likelihood, pinned pair sums, location draws, stop agreement), replayed by
+  the other ranks in :func:`~hawkes_cli.distributed.serve`;
+* :mod:`hawkes_cli.sampler` - the MH kernel (pure ``init``/``step`` over a state);
+* :class:`~hawkes_cli.resample.LocationStream` - the cut-posterior location draws;
+* :class:`~hawkes_cli.storage.ChainWriter` and :class:`~hawkes_cli.rundir.RunDir` - draws,
+  atomic commits with a typed :class:`~hawkes_cli.rundir.Checkpoint`, progress.
+
+All ranks of a chain run :func:`run_chain` together: rank 0 drives the sampler and writes the
+chain file; the other ranks replay its collective calls. At every iteration boundary all ranks
+agree on stopping (a float64 allreduce of their stop flags), so a signal that reaches any rank
+stops the chain at the same place everywhere, after a commit.
 
 Random numbers: ``SeedSequence(seed, spawn_key=(chain_id,))`` spawns two streams, one for the
 sampler (used by rank 0 only) and one for the cut-posterior location draws (used identically by
 every rank, so locations need no broadcast). Both states go into each checkpoint; a resumed
 chain continues bit-for-bit, whatever the number of ranks or restarts.
+
+The current state's density is held once: the sampler state's ``log_target`` and, beside it,
+the :class:`~hawkes_cli.posterior.Density` of the same point (its log-likelihood and log-prior,
+``log_target`` equal to the state's).
 """
 
 from __future__ import annotations
@@ -22,22 +37,37 @@ import os
 import signal
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from .config import Config
 from .data import EventData, load_events
-from .engine import Likelihood, make_likelihood
-from .errors import ConfigError, EventsError, UsageError
-from .model import PARAM_NAMES, Params
+from .distributed import ChainRank, DistributedLikelihood, serve
+from .engine import make_likelihood
+from .errors import ConfigError, UsageError
 from .parallel import Comm, SerialComm
+from .posterior import Density, LogPosterior, to_theta
+from .resample import LocationStream, make_resampler
 from .rundir import Checkpoint, Progress, RunDir
+from .sampler import Sampler, SamplerState, StepInfo, make_sampler
+from .storage import DRAW_FIELDS, ChainMeta, ChainWriter
+from .vocab import PARAM_NAMES
 
 log = logging.getLogger(__name__)
+
+__all__ = [
+    "ChainOutcome",
+    "ChainSetup",
+    "StopFlag",
+    "build_chain",
+    "default_initial",
+    "make_resampler",
+    "resolve_area",
+    "run_chain",
+]
 
 INIT_JITTER = 0.3  # sd of each chain's random start around the initial values, log scale
 PROGRESS_SECONDS = 2.0
@@ -110,145 +140,89 @@ def default_initial(data: EventData, area: float) -> dict[str, float]:
     }
 
 
-def make_resampler(config: Config, data: EventData):
-    """The cut-posterior location sampler and each event's polygon code, or None if off.
+@dataclass(frozen=True)
+class ChainSetup:
+    """What one rank of a chain is built from (:func:`build_chain`).
 
-    Polygons come from ``data.counties`` when set; else from the synthetic grid of simulated
-    data; else from the polygon file ``hawkes-prep`` recorded in the events file (attribute
-    ``counties``), which defaults to the package's 2016 Census counties.
+    Attributes
+    ----------
+    config
+        The run's configuration.
+    chain_id
+        0-based chain number.
+    data
+        The events (sorted by time).
+    area
+        Study-region area (coordinate units squared).
+    initial
+        Natural-scale starting values by name, before the chain's random jitter (the
+        config's ``sampler.initial`` over :func:`default_initial`).
+    rank
+        This rank's share of the collective work (likelihood rows, location stream, stop
+        flag).
+    rng
+        The sampler's random stream (rank 0 uses it; restored from checkpoints).
     """
-    if config.sampler.resample_every == 0:
-        return None
-    from .geo import PolygonSampler
-    from .simulate import DensityGrid
 
-    if data.fips is None:
-        raise EventsError(
-            f"{data.source}: sampler.resample_every > 0 needs a 'fips' column (each event's "
-            "county); add it or set resample_every: 0"
-        )
-    if config.data.counties is None and "grid_nx" in data.attrs and "bounds" in data.attrs:
-        nx, ny = int(data.attrs["grid_nx"]), int(data.attrs["grid_ny"])
-        grid = DensityGrid(values=np.ones((ny, nx)), bounds=tuple(data.attrs["bounds"]))
-        polys = PolygonSampler.from_grid(grid)
-    else:
-        from .counties import load_polygons
-
-        path = config.data.counties
-        if path is None and data.attrs.get("counties"):
-            path = Path(data.attrs["counties"])
-        if path is None and str(data.attrs.get("crs", "lonlat")) != "lonlat":
-            raise ConfigError(
-                f"{config.source}: {data.source} is in {data.attrs['crs']}, so the default "
-                "lon/lat counties do not fit; set data.counties to polygons in that system "
-                "(hawkes-prep hhs --polygons-out)"
-            )
-        polys = load_polygons(path)[0]
-    return polys, polys.codes(data.fips)
+    config: Config
+    chain_id: int
+    data: EventData
+    area: float
+    initial: Mapping[str, float]
+    rank: ChainRank
+    rng: np.random.Generator
 
 
-class _Chain:
-    """The state of one chain on one rank (internal to :func:`run_chain`)."""
+def build_chain(config: Config, chain_id: int, comm: Comm, stop: StopFlag) -> ChainSetup:
+    """Load the data and build this rank's likelihood, location stream and random streams.
 
-    def __init__(self, config: Config, chain_id: int, comm: Comm) -> None:
-        self.config = config
-        self.chain_id = chain_id
-        self.comm = comm
-        model = config.model.kind
-        self.data = load_events(config.data.events, need_density=model == 2)
-        self.area = resolve_area(config, self.data)
+    Every rank of the chain calls it (the engine's set-up may be collective).
+
+    Parameters
+    ----------
+    config
+        The run's configuration.
+    chain_id
+        0-based chain number (seeds ``SeedSequence(seed, spawn_key=(chain_id,))``).
+    comm
+        The chain's communicator; this rank evaluates its share of the rows.
+    stop
+        This rank's stop flag (read at iteration boundaries).
+    """
+    model = config.model.kind
+    data = load_events(config.data.events, need_density=model == 2)
+    area = resolve_area(config, data)
+    initial = default_initial(data, area) | dict(config.sampler.initial)
+    likelihood = make_likelihood(
+        data,
+        model=model,
+        area=area,
+        engine=config.engine.backend,
+        precision=config.engine.precision,
+        comm=comm,
+        device=config.engine.device,
+        window_end=config.data.window_end,
+        tolerance=config.engine.tolerance,
+        background=config.engine.background,
         # the truncated trigger's uneven row work is balanced at the initial lengthscales
-        init = default_initial(self.data, self.area) | dict(config.sampler.initial)
-        self.lik: Likelihood = make_likelihood(
-            self.data,
-            model=model,
-            area=self.area,
-            engine=config.engine.backend,
-            precision=config.engine.precision,
-            comm=comm,
-            device=config.engine.device,
-            window_end=config.data.window_end,
-            tolerance=config.engine.tolerance,
-            background=config.engine.background,
-            balance=(init["sigma_x"], init["sigma_t"]),
-        )
-        self.priors = [config.priors[name] for name in PARAM_NAMES]
-        self.resampler = make_resampler(config, self.data)
-        seq = np.random.SeedSequence(config.sampler.seed, spawn_key=(chain_id,))
-        mcmc_seq, loc_seq = seq.spawn(2)
-        self.rng = np.random.default_rng(mcmc_seq)
-        self.loc_rng = np.random.default_rng(loc_seq)
-        self.loc_state: dict | None = None  # loc_rng state before the last location draw
-        self.last_parts = (math.nan, math.nan)  # (loglik, logprior) of the last evaluation
-
-    # --- collective operations (every rank takes part; rank 0 announces them) -------------
-    def announce(self, *command: Any) -> None:
-        if self.comm.rank == 0 and self.comm.size > 1:
-            self.comm.bcast(command)
-
-    def evaluate(self, theta: np.ndarray) -> float:
-        """Collective log-likelihood at log-parameters ``theta``."""
-        p = Params(**dict(zip(PARAM_NAMES, np.exp(theta).tolist(), strict=True)))
-        return self.lik.loglik(p)
-
-    def redraw_locations(self) -> None:
-        """Cut posterior: every event uniformly inside its polygon (same on every rank)."""
-        polys, codes = self.resampler
-        self.loc_state = self.loc_rng.bit_generator.state
-        x, y = polys.sample(codes, self.loc_rng)
-        self.lik.set_locations(x, y)
-
-    def pin(self, theta) -> None:
-        """Keep the current state's pair sums cached (see :meth:`Likelihood.pin`)."""
-        self.lik.pin(Params(**dict(zip(PARAM_NAMES, np.exp(theta).tolist(), strict=True))))
-
-    def boundary_stop(self, stop: StopFlag) -> bool:
-        """All ranks agree whether to stop here (any rank's flag stops everyone)."""
-        if self.comm.size == 1:
-            return bool(stop)
-        return self.comm.allreduce_sum(1.0 if stop else 0.0) > 0.0
-
-    # --- rank 0 ------------------------------------------------------------------------
-    def log_density(self, theta: np.ndarray) -> float:
-        """Log posterior (log-likelihood + log prior on the log scale); -inf outside."""
-        theta = np.asarray(theta, dtype=np.float64)
-        if not np.all(np.isfinite(theta)) or np.any(np.abs(theta) > 700):
-            return -math.inf
-        lp = sum(prior.logpdf(float(v)) for prior, v in zip(self.priors, theta, strict=True))
-        if not math.isfinite(lp):
-            return -math.inf
-        self.announce("eval", theta.tolist())
-        ll = self.evaluate(theta)
-        self.last_parts = (ll, lp)
-        return ll + lp if math.isfinite(ll) else -math.inf
-
-    # --- other ranks -------------------------------------------------------------------
-    def serve(self, stop: StopFlag) -> None:
-        """Follow rank 0's commands until it says done."""
-        while True:
-            command = self.comm.bcast(None)
-            kind = command[0]
-            if kind == "eval":
-                self.evaluate(np.asarray(command[1]))
-            elif kind == "resample":
-                self.redraw_locations()
-            elif kind == "boundary":
-                self.pin(command[1])
-                self.boundary_stop(stop)
-            elif kind == "restore":
-                self.restore(command[1], command[2])
-            elif kind == "done":
-                return
-            else:  # pragma: no cover - protocol error
-                raise RuntimeError(f"unknown command {command!r}")
-
-    def restore(self, loc_state: dict | None, truncation: dict | None) -> None:
-        """Continue from a checkpoint: the truncation's cut-off, then the last location draw
-        (or the file's locations)."""
-        self.lik.restore_truncation(truncation)
-        if loc_state is not None:
-            self.loc_rng.bit_generator.state = loc_state
-            self.redraw_locations()
+        balance=(initial["sigma_x"], initial["sigma_t"]),
+    )
+    resampler = make_resampler(config, data)
+    seq = np.random.SeedSequence(config.sampler.seed, spawn_key=(chain_id,))
+    mcmc_seq, loc_seq = seq.spawn(2)
+    locations = None
+    if resampler is not None:
+        locations = LocationStream(*resampler, rng=np.random.default_rng(loc_seq))
+    rank = ChainRank(likelihood, comm, locations=locations, stop=stop)
+    return ChainSetup(
+        config=config,
+        chain_id=chain_id,
+        data=data,
+        area=area,
+        initial=initial,
+        rank=rank,
+        rng=np.random.default_rng(mcmc_seq),
+    )
 
 
 def run_chain(
@@ -281,148 +255,231 @@ def run_chain(
     stop = StopFlag() if stop is None else stop  # (a StopFlag is falsy until set)
     if not 0 <= chain_id < config.chains.count:
         raise UsageError(f"chain {chain_id} is out of range 0..{config.chains.count - 1}")
-    chain = _Chain(config, chain_id, comm)
+    setup = build_chain(config, chain_id, comm, stop)
     stop.reinstall()  # after the OpenCL driver started
     if comm.rank != 0:
-        chain.serve(stop)
+        serve(setup.rank)
         return ChainOutcome(
-            chain_id, 0, config.sampler.iterations, 0, bool(stop), chain.lik.pair_passes
+            chain_id, 0, config.sampler.iterations, 0, bool(stop), setup.rank.pair_passes
         )
-    return _drive(chain, stop, overwrite, on_progress)
+    with DistributedLikelihood(setup.rank) as likelihood:
+        return _drive(setup, likelihood, stop, overwrite, on_progress)
 
 
-def _drive(chain: _Chain, stop: StopFlag, overwrite: bool, on_progress) -> ChainOutcome:
-    from .kernels import kernel_sha256
-    from .sampler import SamplerState, make_sampler
-    from .storage import DRAW_FIELDS, ChainMeta, ChainWriter
-
-    cfg, sc = chain.config, chain.config.sampler
-    path = RunDir.of(cfg).chain_path(chain.chain_id)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    meta = ChainMeta(
-        chain_id=chain.chain_id,
+def _chain_meta(setup: ChainSetup) -> ChainMeta:
+    """The chain file's identity and provenance; its ``kernel_sha256`` is the likelihood's
+    :attr:`~hawkes_cli.engine.Likelihood.kernel_fingerprint` (every kernel source, build option
+    and precision compiled; "" for the reference engine)."""
+    cfg, sc = setup.config, setup.config.sampler
+    return ChainMeta(
+        chain_id=setup.chain_id,
         seed=sc.seed,
         model=cfg.model.kind,
-        n_events=chain.data.n,
+        n_events=setup.data.n,
         iterations=sc.iterations,
         warmup=sc.warmup,
         thin=sc.thin,
         config_yaml=cfg.to_yaml(),
         config_sha256=cfg.sha256,
-        kernel_sha256=kernel_sha256() if cfg.engine.backend == "opencl" else "",
+        kernel_sha256=setup.rank.likelihood.kernel_fingerprint,
         param_names=PARAM_NAMES,
         fields=DRAW_FIELDS,
     )
-    sampler = make_sampler(
-        sc.kind, len(PARAM_NAMES), target_accept=sc.target_accept, initial_scale=sc.initial_scale
-    )
-    writer, payload = ChainWriter.open(path, meta, overwrite=overwrite)
+
+
+def _drive(
+    setup: ChainSetup,
+    likelihood: DistributedLikelihood,
+    stop: StopFlag,
+    overwrite: bool,
+    on_progress: Callable[[dict], None] | None,
+) -> ChainOutcome:
+    """Rank 0: open the chain file, start or resume, run the loop."""
+    posterior = LogPosterior.from_mapping(likelihood, setup.config.priors)
+    sampler = _make_sampler(setup.config, posterior)
+    path = RunDir.of(setup.config).chain_path(setup.chain_id)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    writer, payload = ChainWriter.open(path, _chain_meta(setup), overwrite=overwrite)
     try:
         if payload is not None:
-            ckpt = Checkpoint.from_json(payload, f"checkpoint of {path}")
-            start = ckpt.iteration
-            chain.rng.bit_generator.state = dict(ckpt.rng)
-            state = SamplerState.from_json(ckpt.sampler)
-            loc_rng = None if ckpt.loc_rng is None else dict(ckpt.loc_rng)
-            truncation = None if ckpt.truncation is None else dict(ckpt.truncation)
-            chain.announce("restore", loc_rng, truncation)
-            chain.restore(loc_rng, truncation)
-            current = (ckpt.loglik, ckpt.logprior)
-            log.info("chain %d: resuming at iteration %d", chain.chain_id, start)
+            checkpoint = Checkpoint.from_json(payload, f"checkpoint of {path}")
+            state, current = _resume(setup, likelihood, checkpoint)
+            start = checkpoint.iteration
+            log.info("chain %d: resuming at iteration %d", setup.chain_id, start)
         else:
+            state, current = _start(setup, posterior, sampler)
             start = 0
-            init = default_initial(chain.data, chain.area) | dict(sc.initial)
-            theta0 = np.log([init[name] for name in PARAM_NAMES])
-            theta0 = theta0 + INIT_JITTER * chain.rng.standard_normal(len(PARAM_NAMES))
-            lt = chain.log_density(theta0)
-            if not math.isfinite(lt):
-                raise ConfigError(
-                    f"{cfg.source}: the log posterior is not finite at the initial values "
-                    f"{dict(zip(PARAM_NAMES, np.exp(theta0).round(6).tolist(), strict=True))}; "
-                    "set sampler.initial"
-                )
-            state = sampler.init(theta0, lt)
-            current = chain.last_parts
-        outcome = _loop(chain, sampler, state, current, start, writer, stop, on_progress)
+        loop = _Loop(setup, likelihood, posterior, sampler, writer, stop, on_progress)
+        return loop.run(state, current, start)
     finally:
-        chain.announce("done")
         writer.close()
-    return outcome
 
 
-def _loop(chain, sampler, state, current, start, writer, stop, on_progress) -> ChainOutcome:
-    cfg, sc = chain.config, chain.config.sampler
-    run_dir = cfg.output.run_dir
-    progress = _Progress(chain.chain_id, sc.iterations, start, run_dir, on_progress)
-    it = start
-    stopped = False
-    t0 = time.perf_counter()
-    while it < sc.iterations:
-        chain.announce("boundary", list(state.theta))
-        chain.pin(state.theta)
-        if chain.boundary_stop(stop):
-            stopped = True
-            break
-        if sc.resample_every and it > 0 and it % sc.resample_every == 0:
-            chain.announce("resample")
-            chain.redraw_locations()
-            lt = chain.log_density(np.asarray(state.theta))
-            state = dataclasses.replace(state, log_target=lt)
-            current = chain.last_parts
-        state, info = sampler.step(state, chain.log_density, chain.rng, adapt=it < sc.warmup)
-        if info.accepted:
-            current = chain.last_parts
-        if it % sc.thin == 0:
-            row = dict(zip(PARAM_NAMES, np.exp(state.theta).tolist(), strict=True))
-            row.update(
-                iteration=it,
-                loglik=current[0],
-                logprior=current[1],
-                accepted=int(info.accepted),
-                warmup=int(it < sc.warmup),
-                coordinate=info.coordinate,
-                scale=info.proposal_scale,
-            )
-            writer.append(row)
-        it += 1
-        progress.step(info.accepted, current[0], writer.n_committed)
-        if writer.n_pending >= cfg.output.commit_every:
-            _commit(chain, writer, state, current, it)
-    _commit(chain, writer, state, current, it)
-    outcome = ChainOutcome(
-        chain.chain_id,
-        it,
-        sc.iterations,
-        writer.n_committed,
-        stopped,
-        chain.lik.pair_passes,
-        time.perf_counter() - t0,
+def _make_sampler(config: Config, posterior: LogPosterior) -> Sampler:
+    """The config's MH kernel over the posterior's coordinates; the ``tiered`` kind is told
+    which coordinates are cheap (:attr:`LogPosterior.cheap`: no trigger pass)."""
+    sc = config.sampler
+    options = {"cheap": posterior.cheap} if sc.kind == "tiered" else {}
+    return make_sampler(
+        sc.kind,
+        len(posterior.names),
+        target_accept=sc.target_accept,
+        initial_scale=sc.initial_scale,
+        **options,
     )
-    progress.write(current[0], writer.n_committed, "stopped" if stopped else "finished")
-    if stopped:
-        log.warning(
-            "chain %d: stopped at iteration %d (signal %s); %d draws committed; run again to "
-            "resume",
-            chain.chain_id,
-            it,
-            stop.signum,
-            writer.n_committed,
+
+
+def _start(
+    setup: ChainSetup, posterior: LogPosterior, sampler: Sampler
+) -> tuple[SamplerState, Density]:
+    """A fresh chain: the initial values jittered by the sampler stream, evaluated."""
+    theta0 = to_theta(setup.initial)
+    theta0 = theta0 + INIT_JITTER * setup.rng.standard_normal(len(PARAM_NAMES))
+    current = posterior.evaluate(theta0)
+    if not current.finite:
+        raise ConfigError(
+            f"{setup.config.source}: the log posterior is not finite at the initial values "
+            f"{dict(zip(PARAM_NAMES, np.exp(theta0).round(6).tolist(), strict=True))}; "
+            "set sampler.initial"
         )
-    return outcome
+    return sampler.init(theta0, current.log_target), current
 
 
-def _commit(chain: _Chain, writer, state, current, iteration: int) -> None:
-    checkpoint = Checkpoint(
-        iteration=iteration,
-        sampler=state.to_json(),
-        rng=chain.rng.bit_generator.state,
-        loc_rng=chain.loc_state,
-        truncation=chain.lik.truncation_state(),
-        loglik=current[0],
-        logprior=current[1],
-        finished=iteration >= chain.config.sampler.iterations,
+def _resume(
+    setup: ChainSetup, likelihood: DistributedLikelihood, checkpoint: Checkpoint
+) -> tuple[SamplerState, Density]:
+    """Continue from ``checkpoint``: sampler state, both random streams, truncation cut-off."""
+    setup.rng.bit_generator.state = dict(checkpoint.rng)
+    state = SamplerState.from_json(checkpoint.sampler)
+    likelihood.restore(
+        None if checkpoint.loc_rng is None else dict(checkpoint.loc_rng),
+        None if checkpoint.truncation is None else dict(checkpoint.truncation),
     )
-    writer.commit(checkpoint.to_json())
+    return state, Density(state.log_target, checkpoint.loglik, checkpoint.logprior)
+
+
+class _Tape:
+    """The posterior as a sampler's ``log_density``, keeping each call's :class:`Density` in
+    call order, so the new state's parts are those of call ``StepInfo.target_call``."""
+
+    def __init__(self, posterior: LogPosterior) -> None:
+        self.posterior = posterior
+        self.calls: list[Density] = []
+
+    def __call__(self, theta: np.ndarray) -> float:
+        density = self.posterior.evaluate(theta)
+        self.calls.append(density)
+        return density.log_target
+
+    def after(self, info: StepInfo, current: Density) -> Density:
+        """The Density of the state a step ended in (``current`` if it did not move)."""
+        return current if info.target_call < 0 else self.calls[info.target_call]
+
+
+class _Loop:
+    """Rank 0's iteration loop: boundary (pin, stop agreement), location redraw, sampler step,
+    draw row, commit, progress."""
+
+    def __init__(
+        self,
+        setup: ChainSetup,
+        likelihood: DistributedLikelihood,
+        posterior: LogPosterior,
+        sampler: Sampler,
+        writer: ChainWriter,
+        stop: StopFlag,
+        on_progress: Callable[[dict], None] | None,
+    ) -> None:
+        self.setup = setup
+        self.likelihood = likelihood
+        self.posterior = posterior
+        self.sampler = sampler
+        self.writer = writer
+        self.stop = stop
+        self.on_progress = on_progress
+
+    def run(self, state: SamplerState, current: Density, start: int) -> ChainOutcome:
+        """Iterations ``start`` .. the end (or a stop), committing every ``commit_every``."""
+        setup, writer = self.setup, self.writer
+        cfg, sc = setup.config, setup.config.sampler
+        progress = _Progress(
+            setup.chain_id, sc.iterations, start, cfg.output.run_dir, self.on_progress
+        )
+        it = start
+        stopped = False
+        t0 = time.perf_counter()
+        while it < sc.iterations:
+            self.posterior.pin(state.theta)
+            if self.likelihood.boundary_stop():
+                stopped = True
+                break
+            if sc.resample_every and it > 0 and it % sc.resample_every == 0:
+                self.likelihood.redraw_locations()
+                current = self.posterior.evaluate(state.theta)
+                state = dataclasses.replace(state, log_target=current.log_target)
+            tape = _Tape(self.posterior)
+            state, info = self.sampler.step(state, tape, setup.rng, adapt=it < sc.warmup)
+            current = tape.after(info, current)
+            if it % sc.thin == 0:
+                writer.append(self._row(it, state, current, info))
+            it += 1
+            progress.step(info.accepted, current.loglik, writer.n_committed)
+            if writer.n_pending >= cfg.output.commit_every:
+                self._commit(state, current, it)
+        self._commit(state, current, it)
+        outcome = ChainOutcome(
+            setup.chain_id,
+            it,
+            sc.iterations,
+            writer.n_committed,
+            stopped,
+            setup.rank.pair_passes,
+            time.perf_counter() - t0,
+        )
+        progress.write(current.loglik, writer.n_committed, "stopped" if stopped else "finished")
+        if stopped:
+            log.warning(
+                "chain %d: stopped at iteration %d (signal %s); %d draws committed; run again "
+                "to resume",
+                setup.chain_id,
+                it,
+                self.stop.signum,
+                writer.n_committed,
+            )
+        return outcome
+
+    def _row(
+        self, it: int, state: SamplerState, current: Density, info: StepInfo
+    ) -> dict[str, float | int]:
+        """One row of the chain file (natural-scale parameters, then :data:`DRAW_FIELDS`)."""
+        row: dict[str, float | int] = dict(
+            zip(PARAM_NAMES, np.exp(state.theta).tolist(), strict=True)
+        )
+        row.update(
+            iteration=it,
+            loglik=current.loglik,
+            logprior=current.logprior,
+            accepted=int(info.accepted),
+            warmup=int(it < self.setup.config.sampler.warmup),
+            coordinate=info.coordinate,
+            scale=info.proposal_scale,
+        )
+        return row
+
+    def _commit(self, state: SamplerState, current: Density, iteration: int) -> None:
+        """Make the buffered draws and the checkpoint at ``iteration`` durable together."""
+        rank = self.setup.rank
+        checkpoint = Checkpoint(
+            iteration=iteration,
+            sampler=state.to_json(),
+            rng=self.setup.rng.bit_generator.state,
+            loc_rng=rank.location_state,
+            truncation=rank.truncation_state(),
+            loglik=current.loglik,
+            logprior=current.logprior,
+            finished=iteration >= self.setup.config.sampler.iterations,
+        )
+        self.writer.commit(checkpoint.to_json())
 
 
 class _Progress:

@@ -4,7 +4,9 @@
  * Compiled after hawkes.cl in the same program (it reuses `real`, `real8`, exp2_neg, BLOCK),
  * one source for float32 and float64 (-DREAL_IS_DOUBLE).
  *
- * Sources are sorted into a multi-level uniform grid (host: hawkes_cli/engine/truncated.py):
+ * Per-row kernel (truncated_model2, model 2; model 1 runs the row-block kernel
+ * truncated_blocks further down). Sources are sorted into a multi-level uniform grid (host:
+ * hawkes_cli/engine/grid.py, launched from hawkes_cli/engine/truncated.py):
  * level l holds the sources whose cut-off radius R_m = sqrt(2 kappa) s_m is at most the
  * level's cell size h_l; within a level, sources are sorted by cell key, then by event index
  * (i.e. by time). Row n visits, in every level, the 3 x 3 cells around its own cell, and in
@@ -21,7 +23,7 @@
  * The trigger itself (out_e) uses the same shifted exp2 terms as hawkes.cl.
  */
 
-/* 2D cell key; iy in [-1, 2^20 + 1] never collides across ix (see truncated.py). */
+/* 2D cell key; iy in [-1, 2^20 + 1] never collides across ix (see grid.py). */
 #define KEY_STRIDE 4194304L
 
 /* first k in [a, b) with keys[k] >= key (b if none) */
@@ -243,43 +245,34 @@ static void truncated_rows(
     out_ring[g] = exp_mode ? ring * scale : 0.0;
 }
 
-#define TRUNCATED_ARGS                                                                         \
-    __global const real *t, __global const real *x, __global const real *y,                  \
-        __global const real *xl, __global const real *yl, __global const double *td,         \
-        __global const double *xd, __global const double *yd, __global const int *lo,        \
-        __global const real *st, __global const real *sx, __global const real *sy,           \
-        __global const real *sxl, __global const real *syl, __global const real *sw,         \
-        __global const double *std, __global const int *sidx, __global const double *pre,   \
-        __global const long *ckey, __global const int *cbeg, __global const int *loff,       \
-        __global const double *inv_h, const int nlevels, const double x0, const double y0,   \
-        const int row0, const int nrows, const real kt, const real kx, const real shift,     \
-        const double tc, const double t0, const double inv_sigma_t, const int exp_mode,      \
-        const double count_scale, __global double *out_e, __global double *out_tail,       \
-        __global double *out_ring
-
-#define TRUNCATED_CALL(model2)                                                                 \
-    truncated_rows(t, x, y, xl, yl, td, xd, yd, lo, st, sx, sy, sxl, syl, sw, std, sidx, pre, \
-                   ckey, cbeg, loff, inv_h, nlevels, x0, y0, row0, nrows, kt, kx, shift, tc,  \
-                   t0, inv_sigma_t, exp_mode, count_scale, out_e, out_tail, out_ring, model2)
-
-__kernel void truncated_model1(TRUNCATED_ARGS)
+/* The per-row kernel of model 2 (several grid levels); model 1 runs truncated_blocks below. */
+__kernel void truncated_model2(
+    __global const real *t, __global const real *x, __global const real *y,
+    __global const real *xl, __global const real *yl, __global const double *td,
+    __global const double *xd, __global const double *yd, __global const int *lo,
+    __global const real *st, __global const real *sx, __global const real *sy,
+    __global const real *sxl, __global const real *syl, __global const real *sw,
+    __global const double *std, __global const int *sidx, __global const double *pre,
+    __global const long *ckey, __global const int *cbeg, __global const int *loff,
+    __global const double *inv_h, const int nlevels, const double x0, const double y0,
+    const int row0, const int nrows, const real kt, const real kx, const real shift,
+    const double tc, const double t0, const double inv_sigma_t, const int exp_mode,
+    const double count_scale, __global double *out_e, __global double *out_tail,
+    __global double *out_ring)
 {
-    TRUNCATED_CALL(0);
-}
-
-__kernel void truncated_model2(TRUNCATED_ARGS)
-{
-    TRUNCATED_CALL(1);
+    truncated_rows(t, x, y, xl, yl, td, xd, yd, lo, st, sx, sy, sxl, syl, sw, std, sidx, pre,
+                   ckey, cbeg, loff, inv_h, nlevels, x0, y0, row0, nrows, kt, kx, shift, tc, t0,
+                   inv_sigma_t, exp_mode, count_scale, out_e, out_tail, out_ring, 1);
 }
 
 /* ------------------------------------------------------------------------------------------
  * Row blocks (model 1): one work-item evaluates up to LANES rows of one grid cell (cells of
  * size h >= R = sqrt(2 kappa) sigma_x) that lie close in time; the rows share the enumeration
  * of cells and the searches in them, and the per-row bound factors are vectors over the rows
- * (DESIGN.md section 2; host: hawkes_cli/engine/truncated.py). With u = (t_j - t_m)/sigma_t
- * and v_j = (distance from row j to the cell's rectangle)^2 / (2 sigma_x^2), every source of
- * a cell has a term <= exp(-u - v_j). For each non-empty cell within `reach` = 1.5 R of the
- * block's bounding box:
+ * (DESIGN.md section 2; host: hawkes_cli/engine/grid.py, truncated.py). With
+ * u = (t_j - t_m)/sigma_t and v_j = (distance from row j to the cell's rectangle)^2 /
+ * (2 sigma_x^2), every source of a cell has a term <= exp(-u - v_j). For each non-empty cell
+ * within `reach` = 1.5 R of the block's bounding box:
  *   - ring cell (v_j >= kappa for every row): nothing is computed; row j bounds the cell's
  *     sources older than itself by exp(-v_j) times their temporal factors (prefix sums);
  *   - otherwise, with tstart = min_j (t_j - sigma_t (kappa - v_j)) over the rows near the cell

@@ -1,7 +1,8 @@
-"""Shared fixtures: synthetic event arrays and tier skips."""
+"""Shared fixtures: synthetic event arrays, the pair backends, and tier skips."""
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
@@ -14,17 +15,27 @@ import pytest
 
 from hawkes_cli.model import Params
 
+#: Under CI a tier that cannot run is an error, not a skip (as scripts/test.sh does for Slurm).
+IN_CI = os.environ.get("CI") == "true"
 
-def _have_opencl() -> bool:
+
+def _opencl_status() -> tuple[bool, str]:
+    """(usable, why not): an OpenCL device with float64, or the reason there is none."""
     try:
         from hawkes_cli.kernels import list_devices
 
-        return any(d.float64 for d in list_devices())
-    except Exception:
-        return False
+        devices = list_devices()
+    except Exception as exc:  # a broken driver or ICD: report it, never hide it
+        return False, f"OpenCL device listing failed: {type(exc).__name__}: {exc}"
+    if not devices:
+        return False, "no OpenCL device (pip install pocl-binary-distribution)"
+    if not any(d.float64 for d in devices):
+        names = ", ".join(f"{d.ident} {d.name}" for d in devices)
+        return False, f"no OpenCL device with float64 among {names} (pip install pocl)"
+    return True, ""
 
 
-HAVE_OPENCL = _have_opencl()
+HAVE_OPENCL, OPENCL_REASON = _opencl_status()
 HAVE_MPIEXEC = (
     Path(sys.executable).with_name("mpiexec").exists() or shutil.which("mpiexec") is not None
 )
@@ -58,8 +69,11 @@ def _have_slurm() -> bool:
 HAVE_SLURM = _have_slurm()
 
 
+@pytest.hookimpl(trylast=True)  # after -m/-k deselection: only the tests that will run
 def pytest_collection_modifyitems(config, items):
-    skip_ocl = pytest.mark.skip(reason="no OpenCL device with float64 (pip install pocl)")
+    if IN_CI and not HAVE_OPENCL and any("opencl" in item.keywords for item in items):
+        pytest.exit(f"CI=true and the opencl tier cannot run: {OPENCL_REASON}", returncode=1)
+    skip_ocl = pytest.mark.skip(reason=OPENCL_REASON)
     skip_mpi = pytest.mark.skip(reason="mpiexec not on PATH (pip install mpich mpi4py)")
     skip_gpu = pytest.mark.skip(reason="no GPU on this machine")
     skip_slurm = pytest.mark.skip(
@@ -99,3 +113,75 @@ def make_events(n: int, *, integer_days: bool, seed: int = 0, lonlat: bool = Tru
 
 
 PARAMS = Params(mu0=0.4, tau_t=20.0, xi0=0.6, sigma_x=0.08, sigma_t=6.0)
+
+
+# --------------------------------------------------------------------------- pair backends
+#: The pair-sum backends every engine-agnostic test runs on (the OpenCL ones in float64).
+BACKEND_KINDS = ("reference", "opencl", "truncated")
+
+
+def build_backend(
+    kind: str,
+    t,
+    x,
+    y,
+    density,
+    *,
+    model: int,
+    area: float,
+    precision: str = "float64",
+    rows: tuple[int, int] | None = None,
+    background: str = "auto",
+    tolerance: float = 1e-6,
+    kappa: float | None = None,
+    device: str | None = None,
+):
+    """One backend of ``kind`` (see :data:`BACKEND_KINDS`) on these events, built as
+    ``make_likelihood`` builds it (OpenCL: one device, the events uploaded once).
+
+    ``precision`` and ``background`` apply to the OpenCL kinds, ``tolerance`` and ``kappa`` to
+    ``truncated``.
+    """
+    from hawkes_cli.engine.base import TimeStructure
+
+    times = TimeStructure.from_times(t)
+    if kind == "reference":
+        from hawkes_cli.engine.reference import ReferenceBackend
+
+        return ReferenceBackend(t, x, y, density, model=model, area=area, rows=rows, times=times)
+    from hawkes_cli.engine.device import Device, DeviceEvents
+
+    events = DeviceEvents(Device.select(device), t, x, y, density, precision=precision, times=times)
+    common = {"model": model, "area": area, "rows": rows, "background": background}
+    if kind == "opencl":
+        from hawkes_cli.engine.opencl import OpenCLBackend
+
+        return OpenCLBackend(events, **common)
+    if kind == "truncated":
+        from hawkes_cli.engine.truncated import TruncatedBackend
+
+        return TruncatedBackend(events, tolerance=tolerance, kappa=kappa, **common)
+    raise ValueError(f"backend kind must be one of {BACKEND_KINDS}, got {kind!r}")
+
+
+@pytest.fixture(
+    params=[
+        pytest.param(kind, id=kind, marks=() if kind == "reference" else pytest.mark.opencl)
+        for kind in BACKEND_KINDS
+    ]
+)
+def backend_kind(request) -> str:
+    """Each pair backend in turn: ``reference``, ``opencl`` (exact) and ``truncated``."""
+    return request.param
+
+
+@pytest.fixture
+def make_backend(backend_kind):
+    """``make_backend(t, x, y, density, model=..., area=..., **options)``: a backend of the
+    current :func:`backend_kind` (:func:`build_backend`).
+
+    The truncated backend starts at a cut-off (``kappa`` 25) whose bound is far below its
+    tolerance (1e-6), so it never tightens and runs the same passes as the exact ones.
+    """
+    defaults = {"kappa": 25.0} if backend_kind == "truncated" else {}
+    return functools.partial(build_backend, backend_kind, **defaults)

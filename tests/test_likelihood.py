@@ -1,46 +1,27 @@
-"""The caching contract of Likelihood (engine/base.py), for every backend.
+"""The contract of Likelihood (engine/base.py), for every backend: reference, exact OpenCL and
+truncated (the ``make_backend`` fixture of conftest.py).
 
 B depends only on tau_t and E only on (sigma_x, sigma_t): a change of mu0 or xi0 runs no pair
 pass, a change of tau_t only the background pass, a change of sigma_x or sigma_t only the
-trigger pass; the value after a cache hit is exactly that of a fresh engine.
+trigger pass; the value after a cache hit is exactly that of a fresh engine. Also the
+provenance (kernel fingerprint) and the checkpointed cut-off each backend reports.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 
 import numpy as np
 import pytest
 
-from hawkes_cli.engine.base import LAMBDA_FLOOR, Likelihood
-from hawkes_cli.engine.reference import ReferenceBackend
+from hawkes_cli.engine.base import LAMBDA_FLOOR, BoundedPairBackend, Likelihood
 
-from .conftest import PARAMS, make_events
+from .conftest import PARAMS, build_backend, make_events
 
 AREA = 1200.0
 N = 600
-
-
-def _reference(t, x, y, d, model, **kw):
-    return ReferenceBackend(t, x, y, d, model=model, area=AREA)
-
-
-def _opencl(t, x, y, d, model, **kw):
-    from hawkes_cli.engine.opencl import OpenCLBackend
-
-    return OpenCLBackend(t, x, y, d, model=model, area=AREA, precision="float64")
-
-
-BACKENDS = [
-    pytest.param(_reference, id="reference"),
-    pytest.param(_opencl, id="opencl", marks=pytest.mark.opencl),
-]
-
-
-@pytest.fixture(params=BACKENDS)
-def make_backend(request):
-    return request.param
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +33,7 @@ def fresh(make_backend, events, model, *, x=None, y=None, window_end=None):
     t, x0, y0, d = events
     x = x0 if x is None else x
     y = y0 if y is None else y
-    return Likelihood(make_backend(t, x, y, d, model), t, window_end=window_end)
+    return Likelihood(make_backend(t, x, y, d, model=model, area=AREA), t, window_end=window_end)
 
 
 def passes(lik):
@@ -230,7 +211,7 @@ def test_evaluation_parts_reproduce_loglik(make_backend, events, model, window):
 def test_parts_match_reference_by_hand(events):
     """B and E of a few rows written out from DESIGN section 2 (model 2)."""
     t, x, y, d = events
-    ev = fresh(_reference, events, 2).evaluate(PARAMS)
+    ev = fresh(functools.partial(build_backend, "reference"), events, 2).evaluate(PARAMS)
     p = PARAMS
     for n in (0, 17, N // 2, N - 1):
         b = sum(
@@ -254,10 +235,68 @@ def test_floor_applies_to_lambda(make_backend):
     t = np.array([0.0, 1000.0])
     x = np.array([0.0, 50.0])
     y = np.array([0.0, 50.0])
-    lik = Likelihood(make_backend(t, x, y, None, 1), t)
+    lik = Likelihood(make_backend(t, x, y, None, model=1, area=AREA), t)
     ev = lik.evaluate(PARAMS)
     assert ev.B[0] == 0.0 and ev.E[0] == 0.0
     want = loglik_from_parts(ev.B, ev.E, t, PARAMS, 1000.0)
     assert math.isfinite(ev.loglik)
     assert ev.loglik == pytest.approx(want, rel=1e-12)
     assert ev.loglik < 2 * math.log(LAMBDA_FLOOR) + 1
+
+
+@pytest.mark.parametrize("model", [1, 2])
+def test_kernel_fingerprint_and_truncation_state(make_backend, backend_kind, events, model):
+    """Provenance and checkpoint of each kind: no kernel and no cut-off for the reference; the
+    exact OpenCL program; both programs and the cut-off ``{"kappa": float}`` for truncation."""
+    lik = fresh(make_backend, events, model)
+    fingerprint = lik.kernel_fingerprint
+    state = lik.truncation_state()
+    if backend_kind == "reference":
+        assert fingerprint == ""
+    else:
+        from hawkes_cli import kernels
+
+        programs = [("float64", False)] + ([("float64", True)] * (backend_kind == "truncated"))
+        assert fingerprint == kernels.kernel_fingerprint(programs)
+        assert len(fingerprint) == 64 and int(fingerprint, 16) >= 0
+    assert isinstance(lik.backend, BoundedPairBackend) == (backend_kind == "truncated")
+    if backend_kind != "truncated":
+        assert state is None
+        lik.restore_truncation({"kappa": 3.0})  # ignored
+        assert lik.truncation_state() is None
+        return
+    assert state == {"kappa": 25.0}
+    a = lik.loglik(PARAMS)
+    lik.restore_truncation({"kappa": 30.0})
+    assert lik.truncation_state() == {"kappa": 30.0}
+    b = lik.loglik(PARAMS)  # the cached trigger was dropped: recomputed at the new cut-off
+    assert passes(lik) == (1, 2)
+    assert b == pytest.approx(a, rel=1e-9)
+    lik.restore_truncation(None)  # nothing to restore
+    assert lik.truncation_state() == {"kappa": 30.0}
+
+
+def test_make_likelihood_builds_one_time_structure(backend_kind, events, monkeypatch):
+    """make_likelihood builds the tie structure once and hands it to the backend and the
+    likelihood (the truncated engine included), with the same value as building it anew."""
+    from hawkes_cli.data import EventData
+    from hawkes_cli.engine import make_likelihood
+    from hawkes_cli.engine.base import TimeStructure
+
+    built = []
+    real = TimeStructure.from_times.__func__
+    monkeypatch.setattr(
+        TimeStructure, "from_times", classmethod(lambda cls, t: built.append(1) or real(cls, t))
+    )
+    t, x, y, d = events
+    data = EventData(time=t, x=x, y=y, density=d, source="test")
+    engine = "reference" if backend_kind == "reference" else "opencl"
+    tolerance = 1e-6 if backend_kind == "truncated" else 0.0
+    lik = make_likelihood(
+        data, model=2, area=AREA, engine=engine, precision="float64", tolerance=tolerance
+    )
+    assert len(built) == 1
+    monkeypatch.undo()
+    # the same value as a backend built on its own (truncated: tolerance 1e-6, default kappa)
+    alone = fresh(functools.partial(build_backend, backend_kind), events, 2)
+    assert lik.loglik(PARAMS) == alone.loglik(PARAMS)

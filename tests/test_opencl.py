@@ -6,11 +6,10 @@ import numpy as np
 import pytest
 
 from hawkes_cli.engine.base import Likelihood
-from hawkes_cli.engine.opencl import OpenCLBackend
 from hawkes_cli.engine.reference import ReferenceBackend
 from hawkes_cli.model import Params
 
-from .conftest import PARAMS, make_events
+from .conftest import PARAMS, build_backend, make_events
 
 pytestmark = pytest.mark.opencl
 
@@ -20,7 +19,9 @@ AREA = 1150.0
 def _pair(n, integer_days, model, precision, seed=0):
     t, x, y, d = make_events(n, integer_days=integer_days, seed=seed)
     ref = Likelihood(ReferenceBackend(t, x, y, d, model=model, area=AREA), t)
-    ocl = Likelihood(OpenCLBackend(t, x, y, d, model=model, area=AREA, precision=precision), t)
+    ocl = Likelihood(
+        build_backend("opencl", t, x, y, d, model=model, area=AREA, precision=precision), t
+    )
     return ref, ocl
 
 
@@ -68,9 +69,9 @@ def test_extreme_parameters(params, precision, model):
 
 def test_rows_split_sum_to_whole():
     t, x, y, d = make_events(1234, integer_days=True, seed=2)
-    whole = OpenCLBackend(t, x, y, d, model=2, area=AREA, precision="float64")
+    whole = build_backend("opencl", t, x, y, d, model=2, area=AREA, precision="float64")
     parts = [
-        OpenCLBackend(t, x, y, d, model=2, area=AREA, precision="float64", rows=r)
+        build_backend("opencl", t, x, y, d, model=2, area=AREA, precision="float64", rows=r)
         for r in [(0, 5), (5, 600), (600, 601), (601, 1234)]
     ]
     np.testing.assert_allclose(
@@ -83,7 +84,7 @@ def test_rows_split_sum_to_whole():
 
 def test_set_locations_matches_fresh_engine():
     t, x, y, d = make_events(500, integer_days=False, seed=8)
-    eng = OpenCLBackend(t, x, y, d, model=1, area=AREA, precision="float64")
+    eng = build_backend("opencl", t, x, y, d, model=1, area=AREA, precision="float64")
     rng = np.random.default_rng(0)
     x2, y2 = x + rng.normal(0, 0.01, x.size), y + rng.normal(0, 0.01, y.size)
     eng.set_locations(x2, y2)
@@ -113,7 +114,7 @@ def test_float32_keeps_tiny_rates_above_floor():
     p = Params(mu0=0.5, tau_t=0.01, xi0=1.0, sigma_x=1e-3, sigma_t=1.0 / 50.0)
     ref = Likelihood(ReferenceBackend(t, x, y, None, model=1, area=AREA), t).evaluate(p)
     got = Likelihood(
-        OpenCLBackend(t, x, y, None, model=1, area=AREA, precision="float32"), t
+        build_backend("opencl", t, x, y, None, model=1, area=AREA, precision="float32"), t
     ).evaluate(p)
     assert ref.E[1] > 1e-36  # the case is what it claims to be
     assert got.E[1] == pytest.approx(ref.E[1], rel=1e-4)
@@ -124,13 +125,14 @@ def test_program_built_once_per_process(monkeypatch):
     import pyopencl as cl
 
     t, x, y, d = make_events(50, integer_days=True, seed=1)
-    OpenCLBackend(t, x, y, d, model=1, area=AREA, precision="float64")  # built (or cached)
+    # built (or cached)
+    build_backend("opencl", t, x, y, d, model=1, area=AREA, precision="float64")
     builds = []
     real_build = cl.Program.build
     monkeypatch.setattr(cl.Program, "build", lambda self, *a, **k: builds.append(1) or
                         real_build(self, *a, **k))  # fmt: skip
     for model in (1, 2):
-        OpenCLBackend(t, x, y, d, model=model, area=AREA, precision="float64")
+        build_backend("opencl", t, x, y, d, model=model, area=AREA, precision="float64")
     assert builds == []
 
 
@@ -142,15 +144,74 @@ def test_forced_pair_sum_background_matches_lattice(integer_days, precision):
     t, x, y, d = make_events(1501, integer_days=integer_days, seed=4)
     assert (np.unique(t).size < t.size) == integer_days  # the day data has ties
     ref = ReferenceBackend(t, x, y, d, model=2, area=AREA).background(PARAMS.tau_t)
-    auto = OpenCLBackend(t, x, y, d, model=2, area=AREA, precision=precision)
+    auto = build_backend("opencl", t, x, y, d, model=2, area=AREA, precision=precision)
     rtol = 1e-12 if precision == "float64" else 2e-6
     for rows in [(0, 1501), (0, 700), (700, 1501)]:
-        pairs = OpenCLBackend(
-            t, x, y, d, model=2, area=AREA, precision=precision, rows=rows, background="pairs"
+        pairs = build_backend(
+            "opencl",
+            t,
+            x,
+            y,
+            d,
+            model=2,
+            area=AREA,
+            precision=precision,
+            rows=rows,
+            background="pairs",
         )
         assert "pair sum (forced" in pairs.path
         np.testing.assert_allclose(pairs.background(PARAMS.tau_t), ref[slice(*rows)], rtol=rtol)
     np.testing.assert_allclose(auto.background(PARAMS.tau_t), ref, rtol=rtol)
     assert ("lattice" in auto.path) == integer_days
     with pytest.raises(ValueError, match="background"):
-        OpenCLBackend(t, x, y, d, model=2, area=AREA, background="lattice")
+        build_backend("opencl", t, x, y, d, model=2, area=AREA, background="lattice")
+
+
+def test_kernel_fingerprint_covers_sources_options_and_precision():
+    """The fingerprint hashes each program's files, source, options and precision: it differs
+    between precisions and between the exact and truncated engines, is stable, and the legacy
+    ``kernel_sha256`` stays the hash of hawkes.cl alone."""
+    import hashlib
+
+    from hawkes_cli import kernels
+
+    t, x, y, d = make_events(50, integer_days=True, seed=1)
+    got = {
+        (kind, precision): build_backend(
+            kind, t, x, y, d, model=2, area=AREA, precision=precision
+        ).kernel_fingerprint
+        for kind in ("opencl", "truncated")
+        for precision in ("float32", "float64")
+    }
+    assert len(set(got.values())) == 4
+    assert got["opencl", "float32"] == kernels.kernel_fingerprint([("float32", False)])
+    assert got["truncated", "float64"] == kernels.kernel_fingerprint(
+        [("float64", True), ("float64", False), ("float64", True)]  # order and repeats ignored
+    )
+    assert kernels.kernel_fingerprint([]) == ""
+    assert kernels.build_options("float64") == ("-DREAL_IS_DOUBLE=1",)
+    source = (kernels.kernel_dir() / kernels.KERNEL_FILE).read_text(encoding="utf-8")
+    assert kernels.kernel_sha256() == hashlib.sha256(source.encode("utf-8")).hexdigest()
+
+
+@pytest.mark.parametrize("tolerance", [0.0, 1e-6], ids=["exact", "truncated"])
+def test_make_likelihood_selects_the_device_once(monkeypatch, tolerance):
+    """One device choice per likelihood, handed to every backend (the truncated one holds an
+    exact one for B), all on one queue and one upload of the events."""
+    from hawkes_cli import kernels
+    from hawkes_cli.data import EventData
+    from hawkes_cli.engine import make_likelihood
+
+    calls = []
+    real_select = kernels.select_device
+    monkeypatch.setattr(
+        kernels, "select_device", lambda *a, **k: calls.append(a) or real_select(*a, **k)
+    )
+    t, x, y, d = make_events(300, integer_days=True, seed=3)
+    data = EventData(time=t, x=x, y=y, density=d, source="test")
+    lik = make_likelihood(data, model=2, area=AREA, precision="float64", tolerance=tolerance)
+    assert len(calls) == 1
+    backend = lik.backend
+    if tolerance > 0:
+        assert backend.exact.events is backend.events
+    assert backend.queue is backend.events.device.queue

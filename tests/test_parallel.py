@@ -17,7 +17,7 @@ from hawkes_cli.engine.reference import ReferenceBackend
 from hawkes_cli.errors import ParallelError
 from hawkes_cli.parallel import SerialComm, launched_by_mpi, local_rank, partition_rows
 
-from .conftest import PARAMS, make_events
+from .conftest import PARAMS, build_backend, make_events
 
 SIZE_VARS = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MPI_LOCALNRANKS", "PMIX_SIZE")
 LOCAL_RANK_VARS = (
@@ -159,14 +159,14 @@ def test_reference_blocks_add_up(model, parts):
 @pytest.mark.parametrize("model", [1, 2])
 @pytest.mark.parametrize("parts", [2, 3])
 def test_opencl_blocks_add_up(model, parts):
-    from hawkes_cli.engine.opencl import OpenCLBackend
-
     t, x, y, d = make_events(700, integer_days=True, seed=6)
     ref = Likelihood(ReferenceBackend(t, x, y, d, model=model, area=1000.0), t)
     full = ref.evaluate(PARAMS)
 
     def backend(rows=None):
-        return OpenCLBackend(t, x, y, d, model=model, area=1000.0, precision="float64", rows=rows)
+        return build_backend(
+            "opencl", t, x, y, d, model=model, area=1000.0, precision="float64", rows=rows
+        )
 
     total, blocks = _block_sum(backend, t, parts)
     assert total == pytest.approx(full.loglik, rel=1e-12)
@@ -179,13 +179,13 @@ def test_opencl_blocks_add_up(model, parts):
 
 @pytest.mark.opencl
 def test_opencl_empty_and_single_row_blocks():
-    from hawkes_cli.engine.opencl import OpenCLBackend
-
     t, x, y, d = make_events(50, integer_days=True, seed=7)
     full = Likelihood(ReferenceBackend(t, x, y, d, model=1, area=100.0), t).loglik(PARAMS)
     total = 0.0
     for rows in [(0, 0), (0, 1), (1, 1), (1, 49), (49, 50), (50, 50)]:
-        backend = OpenCLBackend(t, x, y, d, model=1, area=100.0, precision="float64", rows=rows)
+        backend = build_backend(
+            "opencl", t, x, y, d, model=1, area=100.0, precision="float64", rows=rows
+        )
         total += Likelihood(backend, t).local_loglik(PARAMS)[0]
     assert total == pytest.approx(full, rel=1e-12)
 

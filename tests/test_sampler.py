@@ -20,9 +20,11 @@ from hawkes_cli.sampler import (
     Sampler,
     SamplerState,
     StepInfo,
+    TieredSampler,
     UnivariateSampler,
     make_sampler,
 )
+from hawkes_cli.vocab import SAMPLER_KINDS
 
 MU = np.array([-1.0, 0.5, 2.0, 0.0, 3.0])
 SD = np.array([0.1, 0.5, 1.0, 2.0, 3.0])
@@ -93,6 +95,14 @@ def uni_run() -> Run:
 @pytest.fixture(scope="module")
 def block_run() -> Run:
     return run_chain(BlockSampler(5), log_corr, np.zeros(5), seed=12, draws=30000)
+
+
+def make(kind: str, dim: int, **options) -> Sampler:
+    """``make_sampler``; a ``tiered`` sampler of a small ``dim`` gets a cheap block that fits."""
+    if kind == "tiered" and "cheap" not in options:
+        options["cheap"] = tuple(range(dim - 2)) if dim > 2 else (0,)
+        options.setdefault("jump_index", options["cheap"][0])
+    return make_sampler(kind, dim, **options)
 
 
 def check_moments(draws: np.ndarray, mu: np.ndarray, sd: np.ndarray) -> None:
@@ -210,9 +220,9 @@ def test_block_uses_initial_scale_before_adapt_start() -> None:
 # ---------------------------------------------------------------------------- freezing
 
 
-@pytest.mark.parametrize("kind", ["univariate", "block"])
+@pytest.mark.parametrize("kind", SAMPLER_KINDS)
 def test_frozen_when_not_adapting(kind: str) -> None:
-    sampler = make_sampler(kind, 5)
+    sampler = make(kind, 5)
     rng = np.random.default_rng(5)
     state = sampler.init(np.zeros(5), log_indep(np.zeros(5)))
     initial_scales = state.scales
@@ -229,14 +239,14 @@ def test_frozen_when_not_adapting(kind: str) -> None:
     assert moved > 50  # the chain itself kept moving
     assert state.n_adapt == warm.n_adapt == 500
     assert state.n_steps == 1000
-    for name in ("window_proposals", "window_accepts", "mean", "m2"):
+    for name in ("window_proposals", "window_accepts", "mean", "m2", "cov0", "window"):
         assert getattr(state, name) == getattr(warm, name), name
 
 
 # ---------------------------------------------------------------------------- support
 
 
-@pytest.mark.parametrize("kind", ["univariate", "block"])
+@pytest.mark.parametrize("kind", SAMPLER_KINDS)
 def test_never_leaves_support(kind: str) -> None:
     """-inf (theta0 <= 0) and nan (theta1 > 1) regions are rejected, never entered."""
     outside = 0
@@ -251,7 +261,7 @@ def test_never_leaves_support(kind: str) -> None:
             return math.nan
         return -0.5 * float(x @ x)
 
-    sampler = make_sampler(kind, 3, initial_scale=0.5)
+    sampler = make(kind, 3, initial_scale=0.5)
     rng = np.random.default_rng(7)
     state = sampler.init([0.5, 0.0, 0.0], log_trunc(np.array([0.5, 0.0, 0.0])))
     xs = []
@@ -268,11 +278,11 @@ def test_never_leaves_support(kind: str) -> None:
     assert xs[:, 0].max() > 1.5
 
 
-@pytest.mark.parametrize("kind", ["univariate", "block"])
+@pytest.mark.parametrize("kind", SAMPLER_KINDS)
 @pytest.mark.parametrize("bad", [-math.inf, math.inf, math.nan])
 def test_initial_log_target_must_be_finite(kind: str, bad: float) -> None:
     with pytest.raises(ValueError, match="start"):
-        make_sampler(kind, 2).init([0.0, 0.0], bad)
+        make(kind, 2).init([0.0, 0.0], bad)
 
 
 # ---------------------------------------------------------------------------- resume
@@ -280,8 +290,12 @@ def test_initial_log_target_must_be_finite(kind: str, bad: float) -> None:
 
 @pytest.mark.parametrize(
     "factory",
-    [lambda: UnivariateSampler(5), lambda: BlockSampler(5, adapt_start=50)],
-    ids=["univariate", "block"],
+    [
+        lambda: UnivariateSampler(5),
+        lambda: BlockSampler(5, adapt_start=50),
+        lambda: TieredSampler(5, adapt_window=20, jump_prob=0.5),  # windows end at 20, 60, 140
+    ],
+    ids=["univariate", "block", "tiered"],
 )
 def test_resume_bit_for_bit(factory) -> None:
     sampler = factory()
@@ -322,9 +336,9 @@ def test_resume_bit_for_bit(factory) -> None:
     assert len(set(one_go)) > 20  # the chain moved
 
 
-@pytest.mark.parametrize("kind", ["univariate", "block"])
+@pytest.mark.parametrize("kind", SAMPLER_KINDS)
 def test_state_is_plain_and_round_trips(kind: str) -> None:
-    sampler = make_sampler(kind, 5)
+    sampler = make(kind, 5)
     rng = np.random.default_rng(1)
     state = sampler.init(np.zeros(5), log_indep(np.zeros(5)))
     for _ in range(150):
@@ -382,8 +396,8 @@ def test_log_density_gets_a_private_copy() -> None:
         x[:] = 1e9
         return value
 
-    for kind in ("univariate", "block"):
-        sampler = make_sampler(kind, 5)
+    for kind in SAMPLER_KINDS:
+        sampler = make(kind, 5)
         rng = np.random.default_rng(4)
         state = sampler.init(MU, log_indep(MU))
         for _ in range(100):
@@ -416,3 +430,325 @@ def test_wrong_inputs_are_value_errors() -> None:
         UnivariateSampler(0)
     with pytest.raises(ValueError, match="target_accept"):
         BlockSampler(2, target_accept=1.5)
+
+
+def test_old_kinds_json_layout_is_unchanged() -> None:
+    """The tiered-only fields never appear in a univariate or block state's JSON."""
+    old_keys = {
+        "schema", "theta", "log_target", "scales", "kind", "n_steps", "n_accepted", "n_adapt",
+        "proposals", "accepts", "window_proposals", "window_accepts", "mean", "m2",
+    }  # fmt: skip
+    for kind in ("univariate", "block"):
+        state = make_sampler(kind, 3).init([0.0, 0.0, 0.0], 0.0)
+        assert set(state.to_json()) == old_keys
+        assert SamplerState.from_json(state.to_json()) == state
+    tiered = make(kind="tiered", dim=3).init([0.0, 0.0, 0.0], 0.0)
+    assert set(tiered.to_json()) == old_keys | {"cov0", "window"}
+
+
+# ---------------------------------------------------------------------------- tiered
+#
+# Test target: a 5-D Gaussian with correlation 0.95 inside the cheap block (mu0, tau_t) and
+# cheap-expensive correlations, bent into a banana: x = u with x0 = u0 + C u1^2, u ~ N(0, TCOV)
+# (unit Jacobian). Exact moments: E x = C TCOV[1,1] e0, Cov x = TCOV + 2 C^2 TCOV[1,1]^2 e0 e0^T
+# (the third moments of a centred Gaussian vanish).
+
+TSD = np.array([0.3, 0.5, 0.4, 0.2, 0.3])
+TCORR = np.eye(5)
+for (_i, _j), _r in {(0, 1): 0.95, (2, 4): 0.7, (3, 4): -0.4, (0, 3): 0.3, (1, 3): 0.25}.items():
+    TCORR[_i, _j] = TCORR[_j, _i] = _r
+TCOV = TCORR * np.outer(TSD, TSD)
+TPREC = np.linalg.inv(TCOV)
+BANANA = 0.5
+TMEAN = np.array([BANANA * TCOV[1, 1], 0, 0, 0, 0])
+TCOV_X = TCOV.copy()
+TCOV_X[0, 0] += 2 * BANANA**2 * TCOV[1, 1] ** 2
+
+
+def log_banana(x: np.ndarray) -> float:
+    u = np.array(x, dtype=float)
+    u[0] -= BANANA * u[1] ** 2
+    return -0.5 * float(u @ TPREC @ u)
+
+
+def draw_banana(n: int, rng: np.random.Generator) -> np.ndarray:
+    x = rng.multivariate_normal(np.zeros(5), TCOV, size=n)
+    x[:, 0] += BANANA * x[:, 1] ** 2
+    return x
+
+
+def check_mean_cov(draws: np.ndarray, mean: np.ndarray, cov: np.ndarray, se_fn) -> None:
+    """Every mean and every covariance entry within 5 Monte Carlo standard errors.
+
+    ``se_fn`` gives the standard error of column means (batch means for a chain, sd/sqrt(n)
+    for independent draws). 5 SE: about 1e-5 false alarms per check (t with >= 39 df), 20
+    checks per call; each SE is also required small against the scale, so the test has power.
+    """
+    sd = np.sqrt(np.diag(cov))
+    se = se_fn(draws)
+    assert np.all(se < 0.1 * sd), f"MC error too large for a meaningful test: {se / sd}"
+    z = (draws.mean(axis=0) - mean) / se
+    assert np.all(np.abs(z) < 5), f"means off by {z} standard errors"
+    r = draws - mean
+    i, j = np.triu_indices(len(mean))
+    prods = r[:, i] * r[:, j]
+    se_p = se_fn(prods)
+    scale = sd[i] * sd[j]
+    assert np.all(se_p < 0.15 * scale), f"MC error of covariances too large: {se_p / scale}"
+    z_p = (prods.mean(axis=0) - cov[i, j]) / se_p
+    assert np.all(np.abs(z_p) < 5), f"covariances off by {z_p} standard errors"
+
+
+def iid_se(x: np.ndarray) -> np.ndarray:
+    return x.std(axis=0, ddof=1) / math.sqrt(len(x))
+
+
+@pytest.mark.parametrize("move", TieredSampler.EXPENSIVE_MOVES)
+def test_tiered_chain_recovers_correlated_banana(move: str) -> None:
+    """A whole tiered chain (all three moves; jumps too) on the banana: exact moments.
+
+    40 batches of 500 iterations; the slowest coordinate's integrated autocorrelation time
+    is below 30 iterations for every expensive-move choice, so the batches are near
+    independent and the batch-means SE is honest.
+    """
+    sampler = TieredSampler(5, expensive_move=move)
+    run = run_chain(sampler, log_banana, np.zeros(5), seed=21, warmup=2000, draws=20000)
+    check_mean_cov(run.draws, TMEAN, TCOV_X, batch_se)
+    # adaptation froze at the end of warm-up
+    assert run.final.scales == run.warm.scales
+    assert (run.final.cov0, run.final.m2, run.final.window) == (
+        run.warm.cov0,
+        run.warm.m2,
+        run.warm.window,
+    )
+    assert run.final.n_adapt == 2000
+    # every move type was used, and each one moved the chain
+    exp_rate = np.mean([i.accepted for i in run.infos])
+    cheap_rate = sum(i.cheap_accepted for i in run.infos) / sum(i.cheap_proposed for i in run.infos)
+    assert 0.15 < exp_rate < 0.6, exp_rate  # steered to 0.35 (0.234 for "joint")
+    assert 0.15 < cheap_rate < 0.5, cheap_rate  # steered to 0.3
+    n_jumps = sum(i.jump_proposed for i in run.infos)
+    assert abs(n_jumps / len(run.infos) - 0.2) < 0.02  # jump_prob = 0.2
+    assert all(i.coordinate == -2 for i in run.infos)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"n_cheap": 0, "jump_prob": 0.0},
+        {"n_cheap": 0, "jump_prob": 0.0, "expensive_move": "conditional"},
+        {"n_cheap": 0, "jump_prob": 0.0, "expensive_move": "joint"},
+        {"n_cheap": 3, "jump_prob": 0.0},
+        {"n_cheap": 0, "jump_prob": 1.0, "jump_vectors": [(1.5, 2.0, -0.5, 0.0, 0.0)]},
+    ],
+    ids=["coupled", "conditional", "joint", "cheap", "jump"],
+)
+def test_tiered_moves_keep_exact_draws_exact(options: dict) -> None:
+    """Start 10,000 independent chains at exact draws of the banana, take 4 frozen steps.
+
+    A kernel that leaves the target invariant maps exact draws to exact draws, one move type
+    at a time (the expensive move alone, then with cheap moves, then with a jump of every
+    kind). Draws stay independent, so the SE is the plain sd / sqrt(n). The proposal shape
+    is a deliberately imperfect covariance (1.5 x the Gaussian core) so proposals are far from
+    the target's own shape and a wrong acceptance ratio would show.
+    """
+    rng = np.random.default_rng(31)
+    n, steps = 10000, 4
+    x0 = draw_banana(n, rng)
+    sampler = TieredSampler(5, **options)
+    template = sampler.init(np.zeros(5), log_banana(np.zeros(5)), cov=1.5 * TCOV)
+    out = np.empty_like(x0)
+    accepted = 0
+    for k in range(n):
+        state = dataclasses.replace(template, theta=tuple(x0[k]), log_target=log_banana(x0[k]))
+        for _ in range(steps):
+            state, info = sampler.step(state, log_banana, rng, adapt=False)
+            accepted += info.n_accepted
+        out[k] = state.theta
+    assert accepted > 0.1 * n * steps  # the kernel moves: the test has something to check
+    check_mean_cov(out, TMEAN, TCOV_X, iid_se)
+    # and the law is the banana, not just its first two moments: the curvature is kept
+    u1 = out[:, 1]
+    resid = out[:, 0] - BANANA * u1**2
+    c01 = TCOV[0, 1] / TCOV[1, 1]
+    slope = np.polyfit(u1, resid, 2)
+    assert abs(slope[0]) < 5 * 0.01 and abs(slope[1] - c01) < 0.03, slope
+
+
+# Bimodal target in tau_t (coordinate 1): weights 0.3 / 0.7, the modes 4.2 log-units apart
+# along the cheap block's conditional regression on tau_t (a ridge), each mode a Gaussian with
+# the TCOV shape shrunk 4x (sd of tau_t 0.125: the modes are 34 sds apart).
+BI_COV = TCOV / 16
+BI_PREC = np.linalg.inv(BI_COV)
+_c, _e = [0, 1, 2], [3, 4]
+_cond = BI_COV[np.ix_(_c, _c)] - BI_COV[np.ix_(_c, _e)] @ np.linalg.solve(
+    BI_COV[np.ix_(_e, _e)], BI_COV[np.ix_(_e, _c)]
+)
+BI_SHIFT = np.zeros(5)
+BI_SHIFT[_c] = 4.2 * _cond[:, 1] / _cond[1, 1]
+BI_W = (0.3, 0.7)
+
+
+def log_bimodal(x: np.ndarray) -> float:
+    a, b = x, x - BI_SHIFT
+    la = math.log(BI_W[0]) - 0.5 * float(a @ BI_PREC @ a)
+    lb = math.log(BI_W[1]) - 0.5 * float(b @ BI_PREC @ b)
+    m = max(la, lb)
+    return m + math.log(math.exp(la - m) + math.exp(lb - m))
+
+
+@pytest.mark.parametrize(
+    "options, seed",
+    [({}, 41), ({"jump_vectors": [BI_SHIFT]}, 42)],
+    ids=["ridge-jump", "mode-vector"],
+)
+def test_tiered_crosses_between_modes(options: dict, seed: int) -> None:
+    """Started in the light mode, the chain visits both and matches the weights 0.3 / 0.7.
+
+    The indicator of the upper mode is a two-state chain; 20 batches of 1,000 iterations each
+    hold several crossings (asserted), so the batch-means SE of its mean is honest.
+    """
+    sampler = TieredSampler(5, **options)
+    run = run_chain(sampler, log_bimodal, np.zeros(5), seed=seed, warmup=2000, draws=20000)
+    upper = (run.draws[:, 1] > 2.1).astype(float)
+    crossings = int(np.sum(upper[1:] != upper[:-1]))
+    assert crossings >= 40, crossings
+    se = float(batch_se(upper[:, None], n_batches=20)[0])
+    assert se < 0.08, se  # enough power to tell 0.7 from 0.5 or 1
+    z = (upper.mean() - BI_W[1]) / se
+    assert abs(z) < 5, (upper.mean(), se)
+    jumps = [i for i in run.infos if i.jump_accepted]
+    assert len(jumps) >= crossings // 4  # the crossings are the jumps' doing
+
+
+def test_tiered_without_jumps_stays_in_one_mode() -> None:
+    """The contrast: with jump_prob=0 the same chain never leaves the mode it started in."""
+    sampler = TieredSampler(5, jump_prob=0.0)
+    run = run_chain(sampler, log_bimodal, np.zeros(5), seed=41, warmup=1000, draws=5000)
+    assert np.all(run.draws[:, 1] < 2.1)
+    assert not any(i.jump_proposed for i in run.infos)
+
+
+def test_tiered_changes_expensive_coordinates_once_per_step() -> None:
+    """One trigger pass per iteration, counted as the engine's pair-sum cache would.
+
+    The cache holds the current state's (pinned at each iteration boundary, as the runner
+    does) and the last computed expensive coordinates. Every call whose expensive coordinates
+    are in neither costs a trigger pass; exactly one per step, and it is the step's first call.
+    """
+    sampler = TieredSampler(5, cheap=(0, 1, 2), jump_prob=0.5)
+    rng = np.random.default_rng(51)
+    state = sampler.init(np.zeros(5), log_banana(np.zeros(5)))
+    calls: list[tuple[float, ...]] = []
+
+    def counted(x: np.ndarray) -> float:
+        calls.append(tuple(x.tolist()))
+        return log_banana(x) if x[2] < 1.0 else -math.inf  # rejected calls count too
+
+    n_jumps = 0
+    for it in range(600):
+        calls.clear()
+        pinned = state.theta[3:]
+        cache = {pinned}
+        passes = []
+        state, info = sampler.step(state, counted, rng, adapt=it < 300)
+        for k, x in enumerate(calls):
+            if x[3:] not in cache:
+                passes.append(k)
+                cache.add(x[3:])
+        assert passes == [0], (it, passes)
+        assert len(calls) == info.n_proposals == 1 + 10 + info.jump_proposed
+        # cheap moves and the jump change no expensive coordinate of the state they start from
+        assert len({x[3:] for x in calls[1:]}) <= 1
+        n_jumps += info.jump_proposed
+    assert 200 < n_jumps < 400
+
+
+def test_tiered_step_info_is_consistent() -> None:
+    """Counts in StepInfo add up with the state's totals; target_call names the new state."""
+    sampler = TieredSampler(5, n_cheap=4, jump_prob=0.3)
+    rng = np.random.default_rng(61)
+    state = sampler.init(np.zeros(5), log_banana(np.zeros(5)))
+    values: list[tuple[tuple[float, ...], float]] = []
+
+    def recorded(x: np.ndarray) -> float:
+        value = log_banana(x)
+        values.append((tuple(x.tolist()), value))
+        return value
+
+    totals = np.zeros(3, dtype=int)
+    for it in range(400):
+        values.clear()
+        before = state
+        state, info = sampler.step(state, recorded, rng, adapt=it < 200)
+        assert info.n_proposals == len(values) == 1 + 4 + info.jump_proposed
+        assert info.n_accepted == info.accepted + info.cheap_accepted + info.jump_accepted
+        assert info.cheap_proposed == 4 and 0 <= info.cheap_accepted <= 4
+        assert info.jump_accepted <= info.jump_proposed
+        assert info.proposal_scale == before.scales[0]
+        if info.target_call >= 0:
+            assert values[info.target_call] == (state.theta, state.log_target)
+        else:
+            assert (state.theta, state.log_target) == (before.theta, before.log_target)
+        totals += (info.accepted, info.cheap_accepted, info.jump_accepted)
+    assert state.accepts == tuple(totals.tolist())
+    assert state.proposals[:2] == (400, 1600)
+    assert state.n_accepted == state.accepts[0]
+
+
+def test_tiered_init_covariance_and_windows() -> None:
+    """Warm-up starts from the given covariance; windows end at 50, 150, 350, ... steps."""
+    sampler = TieredSampler(5, adapt_window=50)
+    cov = TCOV * 2.0
+    state = sampler.init(np.zeros(5), log_banana(np.zeros(5)), cov=cov)
+    np.testing.assert_allclose(sampler.covariance(state), cov, rtol=1e-9, atol=1e-9)
+    plain = sampler.init(np.zeros(5), 0.0)
+    np.testing.assert_allclose(sampler.covariance(plain), 0.01 * np.eye(5), atol=1e-9)
+    rng = np.random.default_rng(71)
+    ends = []
+    for it in range(400):
+        prev = state
+        state, _ = sampler.step(state, log_banana, rng, adapt=True)
+        if state.cov0 != prev.cov0:
+            ends.append(it + 1)
+            assert state.window == 0 and state.mean == () and state.m2 == ()
+        else:
+            assert state.window == prev.window + 1
+    assert ends == [50, 150, 350]
+    # after 350 states the estimate is mostly the target's own covariance
+    learned = sampler.covariance(state)
+    ratio = np.diag(learned) / np.diag(TCOV_X)
+    assert np.all((ratio > 0.4) & (ratio < 2.5)), ratio
+    with pytest.raises(ValueError, match="positive definite"):
+        sampler.init(np.zeros(5), 0.0, cov=-np.eye(5))
+    with pytest.raises(ValueError, match="symmetric"):
+        sampler.init(np.zeros(5), 0.0, cov=np.triu(np.ones((5, 5))))
+    with pytest.raises(ValueError, match=r"\(5, 5\)"):
+        sampler.init(np.zeros(5), 0.0, cov=np.eye(4))
+
+
+def test_tiered_settings_are_checked() -> None:
+    with pytest.raises(ValueError, match="cheap"):
+        TieredSampler(5, cheap=(0, 1, 2, 3, 4))
+    with pytest.raises(ValueError, match="cheap"):
+        TieredSampler(5, cheap=(0, 0))
+    with pytest.raises(ValueError, match="jump_index"):
+        TieredSampler(5, jump_index=3)
+    with pytest.raises(ValueError, match="expensive_move"):
+        TieredSampler(5, expensive_move="gibbs")
+    with pytest.raises(ValueError, match="jump vector"):
+        TieredSampler(5, jump_vectors=[(1.0, 2.0)])
+    with pytest.raises(ValueError, match="jump_range"):
+        TieredSampler(5, jump_range=(3.0, 1.0))
+    with pytest.raises(ValueError, match="tiered sampler only"):
+        make_sampler("block", 5, n_cheap=3)
+    tiered = make_sampler("tiered", 5, target_accept=0.4, n_cheap=7, cheap=(0, 1, 2))
+    assert isinstance(tiered, TieredSampler) and isinstance(tiered, Sampler)
+    assert tiered.kind == "tiered" and tiered.target_accept == 0.4 and tiered.n_cheap == 7
+    assert tiered.expensive == (3, 4) and tiered.cheap_target_accept == 0.3
+    assert make_sampler("tiered", 5).target_accept == 0.35
+    bad = TieredSampler(5).init(np.zeros(5), 0.0).to_json()
+    with pytest.raises(ValueError, match="cov0"):
+        SamplerState.from_json({**bad, "cov0": [1.0]})
+    with pytest.raises(ValueError, match="window"):
+        SamplerState.from_json({**bad, "window": 3})

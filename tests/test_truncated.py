@@ -10,19 +10,12 @@ import pytest
 from hawkes_cli.data import EventData
 from hawkes_cli.engine import make_likelihood
 from hawkes_cli.engine.base import Likelihood
-from hawkes_cli.engine.opencl import OpenCLBackend
+from hawkes_cli.engine.grid import build_index, row_blocks, temporal_sums, truncated_row_cost
 from hawkes_cli.engine.reference import ReferenceBackend
-from hawkes_cli.engine.truncated import (
-    TruncatedBackend,
-    build_index,
-    row_blocks,
-    temporal_sums,
-    truncated_row_cost,
-)
 from hawkes_cli.model import Params
 from hawkes_cli.parallel import partition_rows
 
-from .conftest import make_events
+from .conftest import build_backend, make_events
 
 pytestmark = pytest.mark.opencl
 
@@ -62,10 +55,19 @@ def test_float64_rowwise_bound_and_loglik(kind, name, model):
     p = PARAMS[name]
     t, x, y, d = _events(kind, 1500, seed=3)
     ref = Likelihood(ReferenceBackend(t, x, y, d, model=model, area=AREA), t)
-    exact = OpenCLBackend(t, x, y, d, model=model, area=AREA, precision="float64")
+    exact = build_backend("opencl", t, x, y, d, model=model, area=AREA, precision="float64")
     # a loose tolerance, so that truncation really omits terms and the bound is exercised
-    tr = TruncatedBackend(
-        t, x, y, d, model=model, area=AREA, precision="float64", tolerance=1e-3, kappa=4.0
+    tr = build_backend(
+        "truncated",
+        t,
+        x,
+        y,
+        d,
+        model=model,
+        area=AREA,
+        precision="float64",
+        tolerance=1e-3,
+        kappa=4.0,
     )
     e0 = exact.trigger(p.sigma_x, p.sigma_t)
     e, omega = tr.trigger_bounded(p.sigma_x, p.sigma_t)
@@ -86,9 +88,18 @@ def test_float64_rowwise_bound_and_loglik(kind, name, model):
 def test_float32_within_bound_plus_rounding(name, model):
     p = PARAMS[name]
     t, x, y, d = make_events(2000, integer_days=True, seed=5)
-    exact64 = OpenCLBackend(t, x, y, d, model=model, area=AREA, precision="float64")
-    tr = TruncatedBackend(
-        t, x, y, d, model=model, area=AREA, precision="float32", tolerance=1e-3, kappa=4.0
+    exact64 = build_backend("opencl", t, x, y, d, model=model, area=AREA, precision="float64")
+    tr = build_backend(
+        "truncated",
+        t,
+        x,
+        y,
+        d,
+        model=model,
+        area=AREA,
+        precision="float32",
+        tolerance=1e-3,
+        kappa=4.0,
     )
     e0 = exact64.trigger(p.sigma_x, p.sigma_t)
     e, omega = tr.trigger_bounded(p.sigma_x, p.sigma_t)
@@ -118,8 +129,8 @@ def test_default_tolerance_meets_1e6_relative(model, precision):
 
 def test_huge_lengthscales_take_the_exact_path():
     t, x, y, _ = make_events(1000, integer_days=True, seed=1)
-    tr = TruncatedBackend(t, x, y, None, model=1, area=AREA, precision="float64")
-    ex = OpenCLBackend(t, x, y, None, model=1, area=AREA, precision="float64")
+    tr = build_backend("truncated", t, x, y, None, model=1, area=AREA, precision="float64")
+    ex = build_backend("opencl", t, x, y, None, model=1, area=AREA, precision="float64")
     e, omega = tr.trigger_bounded(500.0, 9000.0)
     assert "pair sum" in tr.path
     assert np.all(omega == 0)
@@ -129,8 +140,8 @@ def test_huge_lengthscales_take_the_exact_path():
 def test_tightening_reaches_tolerance():
     """Starting far too loose, the likelihood tightens kappa until the bound holds."""
     t, x, y, d = make_events(1500, integer_days=True, seed=4)
-    tr = TruncatedBackend(
-        t, x, y, d, model=2, area=AREA, precision="float64", tolerance=1e-9, kappa=1.0
+    tr = build_backend(
+        "truncated", t, x, y, d, model=2, area=AREA, precision="float64", tolerance=1e-9, kappa=1.0
     )
     lik = Likelihood(tr, t)
     ev = lik.evaluate(PARAMS["paper"])
@@ -144,13 +155,13 @@ def test_rows_split_and_balance(model):
     (per-row kernel) gives the whole backend's values; model 1 groups rows into blocks within
     a rank's rows, so its exactly summed part may differ (within the bound)."""
     t, x, y, d = make_events(1234, integer_days=True, seed=2)
-    whole = TruncatedBackend(t, x, y, d, model=model, area=AREA, precision="float64")
-    exact = OpenCLBackend(t, x, y, d, model=model, area=AREA, precision="float64")
+    whole = build_backend("truncated", t, x, y, d, model=model, area=AREA, precision="float64")
+    exact = build_backend("opencl", t, x, y, d, model=model, area=AREA, precision="float64")
     cost = truncated_row_cost(t, x, y, d, sigma_x=0.1, sigma_t=4.0)
     assert cost.shape == (1234,) and np.all(cost > 0)
     rows = partition_rows(cost, 3)
     parts = [
-        TruncatedBackend(t, x, y, d, model=model, area=AREA, precision="float64", rows=r)
+        build_backend("truncated", t, x, y, d, model=model, area=AREA, precision="float64", rows=r)
         for r in rows
     ]
     e_whole, w_whole = whole.trigger_bounded(0.1, 4.0)
@@ -213,7 +224,8 @@ def test_chains_agree_with_exact_engine(tmp_path):
     from hawkes_cli.config import load_config
     from hawkes_cli.data import save_events
     from hawkes_cli.model import PARAM_NAMES
-    from hawkes_cli.runner import chain_path, run_chain
+    from hawkes_cli.rundir import RunDir
+    from hawkes_cli.runner import run_chain
     from hawkes_cli.simulate import simulate
     from hawkes_cli.storage import read_chain
 
@@ -236,7 +248,7 @@ def test_chains_agree_with_exact_engine(tmp_path):
         path.write_text(yaml.safe_dump(cfg))
         config = load_config(path)
         run_chain(config, 0)
-        out[tol] = read_chain(chain_path(config.output.run_dir, 0)).draws
+        out[tol] = read_chain(RunDir(config.output.run_dir).chain_path(0)).draws
     for name in PARAM_NAMES:
         a, b = out[0.0][name][100:], out[1e-6][name][100:]
         mc_error = np.sqrt(np.var(a) / (a.size / 20) + np.var(b) / (b.size / 20))  # ESS ~ n/20
@@ -246,3 +258,15 @@ def test_chains_agree_with_exact_engine(tmp_path):
     lla, llb = out[0.0]["loglik"][same], out[1e-6]["loglik"][same]
     assert same.sum() > 0
     assert np.all(np.abs(lla - llb) <= 1e-6 * np.abs(lla) + 1e-9)
+
+
+@pytest.mark.parametrize("model", [1, 2])
+def test_only_the_kernels_of_the_model_are_created(model):
+    """Model 1 runs the row-block kernel, model 2 the per-row one; the program holds no other
+    truncated trigger kernel (truncated_model1 is gone)."""
+    t, x, y, d = make_events(200, integer_days=True, seed=2)
+    tr = build_backend("truncated", t, x, y, d, model=model, area=AREA)
+    names = set(tr.events.program(truncated=True).kernel_names.split(";"))
+    assert "truncated_model1" not in names
+    assert {"truncated_model2", "truncated_blocks", "cell_prefix", "cell_prefix16"} <= names
+    assert (tr._k_blocks is not None, tr._k_rows is not None) == (model == 1, model == 2)

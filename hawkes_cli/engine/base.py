@@ -11,12 +11,17 @@ per-event pair sums of DESIGN section 2 (float64, normalising constants included
 ``lambda_n = mu0 * B_n + xi0 * E_n``, the floor, the log, the compensator, and the float64
 reduction over rows and ranks. It caches B and E by the parameters they depend on, so a
 change of ``mu0`` or ``xi0`` alone costs O(N) and no pair pass.
+
+A backend may omit trigger terms if it bounds what it omits: such a backend subclasses
+:class:`BoundedPairBackend`, and :class:`Likelihood` then enforces its ``tolerance`` on every
+evaluation and checkpoints its cut-off.
 """
 
 from __future__ import annotations
 
 import logging
 import math
+from abc import ABC, abstractmethod
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -29,10 +34,6 @@ from ..model import Params
 from ..parallel import Comm, SerialComm
 
 log = logging.getLogger(__name__)
-
-#: Background computations: ``auto`` (once per distinct time: on a day lattice O(U^2 + N)) or
-#: ``pairs`` (the plain pair sum over all events, O(N^2), to check the former). Same sum.
-BACKGROUNDS: tuple[str, ...] = ("auto", "pairs")
 
 LAMBDA_FLOOR = 1e-40
 _CACHE_SIZE = 2  # current state and one proposal
@@ -87,6 +88,17 @@ class PairBackend(Protocol):
     row_start: int
     row_stop: int
 
+    @property
+    def path(self) -> str:
+        """Which computation each part takes (for ``hawkes-run loglik``)."""
+        ...
+
+    @property
+    def kernel_fingerprint(self) -> str:
+        """SHA-256 (hex) of every kernel source and build option compiled ("" without
+        OpenCL)."""
+        ...
+
     def background(self, tau_t: float) -> np.ndarray:
         """B for the rows, float64, shape (row_stop - row_start,)."""
         ...
@@ -100,23 +112,39 @@ class PairBackend(Protocol):
         ...
 
 
-class BoundedPairBackend(PairBackend, Protocol):
-    """A backend whose trigger may omit terms, with a rigorous per-row bound on what it omits
-    (:mod:`hawkes_cli.engine.truncated`); :class:`Likelihood` enforces ``tolerance``."""
+class BoundedPairBackend(ABC):
+    """A pair backend whose trigger may omit terms, with a rigorous per-row bound on what it
+    omits (:mod:`hawkes_cli.engine.truncated`); :class:`Likelihood` enforces ``tolerance``.
+
+    Subclasses also implement :class:`PairBackend`; their :meth:`trigger` is the first part of
+    :meth:`trigger_bounded`.
+
+    Attributes
+    ----------
+    tolerance : float
+        Relative bound on ``|ell~ - ell| / |ell~|`` to enforce on every evaluation (> 0).
+    """
 
     tolerance: float
 
+    @abstractmethod
     def trigger_bounded(self, sigma_x: float, sigma_t: float) -> tuple[np.ndarray, np.ndarray]:
-        """(E~, omega) for the rows: truncated E and ``omega_n >= E_n - E~_n >= 0``."""
-        ...
+        """(E~, omega) for the rows, float64, each shape (row_stop - row_start,): the
+        truncated E and ``omega_n >= E_n - E~_n >= 0``."""
 
-    kappa: float
-    """Current cut-off exponent (only grows; part of a chain's checkpoint)."""
-
+    @abstractmethod
     def tighten(self, excess: float) -> bool:
         """Omit less from now on (the realised bound was ``excess`` times the tolerance);
         False if nothing more can be done."""
-        ...
+
+    @abstractmethod
+    def cutoff_state(self) -> dict[str, float]:
+        """The cut-off as a JSON-able dict (part of a chain's checkpoint), e.g.
+        ``{"kappa": 15.3}``."""
+
+    @abstractmethod
+    def restore_cutoff(self, state: Mapping[str, Any]) -> None:
+        """Continue at a cut-off from :meth:`cutoff_state`."""
 
 
 @dataclass(frozen=True)
@@ -154,6 +182,12 @@ class Likelihood:
     comm
         Communicator of the chain's ranks; every rank must call :meth:`loglik` with the
         same parameters (collective).
+    times
+        The tie structure of ``time``, when already built (as by
+        :func:`~hawkes_cli.engine.make_likelihood`); built here otherwise.
+
+    A backend that subclasses :class:`BoundedPairBackend` has its tolerance enforced by
+    :meth:`evaluate` and its cut-off kept by :meth:`truncation_state`.
     """
 
     def __init__(
@@ -163,6 +197,7 @@ class Likelihood:
         *,
         window_end: float | None = None,
         comm: Comm | None = None,
+        times: TimeStructure | None = None,
     ) -> None:
         self.backend = backend
         self.comm = comm or SerialComm()
@@ -170,17 +205,28 @@ class Likelihood:
         self.window_end = float(t[-1]) if window_end is None else float(window_end)
         if self.window_end < t[-1]:
             raise ValueError(f"window end {self.window_end} is before the last event time {t[-1]}")
-        # the compensator depends on the time alone: once per distinct time (day lattice)
-        self._tu, self._tcount = np.unique(
-            t[backend.row_start : backend.row_stop], return_counts=True
+        ts = TimeStructure.from_times(t) if times is None else times
+        # the compensator depends on the time alone: once per distinct time of these rows
+        rows_u, self._tcount = np.unique(
+            ts.inverse[backend.row_start : backend.row_stop], return_counts=True
         )
+        self._tu = ts.unique[rows_u]
         self._b_cache: OrderedDict[float, np.ndarray] = OrderedDict()
         self._e_cache: OrderedDict[tuple[float, float], np.ndarray] = OrderedDict()
         self._pinned: tuple[float, tuple[float, float]] | None = None
-        self._bounded = callable(getattr(backend, "trigger_bounded", None))
+        self._bounded: BoundedPairBackend | None = (
+            backend if isinstance(backend, BoundedPairBackend) else None
+        )
         self.tightenings = 0
         self.background_passes = 0
         self.trigger_passes = 0
+
+    @property
+    def kernel_fingerprint(self) -> str:
+        """SHA-256 (hex) of every kernel source, build option and precision the backend
+        compiled (:func:`hawkes_cli.kernels.kernel_fingerprint`); "" for the reference engine.
+        """
+        return self.backend.kernel_fingerprint
 
     @property
     def pair_passes(self) -> int:
@@ -218,15 +264,17 @@ class Likelihood:
     def _trigger(self, sigma_x: float, sigma_t: float) -> tuple[np.ndarray, np.ndarray | None]:
         """(E, omega) for the rows; omega (the bound on omitted terms) is None when exact."""
 
+        bounded = self._bounded
+
         def run() -> np.ndarray:
             self.trigger_passes += 1
-            if self._bounded:
-                e, omega = self.backend.trigger_bounded(sigma_x, sigma_t)
+            if bounded is not None:
+                e, omega = bounded.trigger_bounded(sigma_x, sigma_t)
                 return np.vstack([np.asarray(e, np.float64), np.asarray(omega, np.float64)])
             return np.asarray(self.backend.trigger(sigma_x, sigma_t), dtype=np.float64)
 
         value = self._cached(self._e_cache, (sigma_x, sigma_t), run)
-        return (value[0], value[1]) if self._bounded else (value, None)
+        return (value[0], value[1]) if bounded is not None else (value, None)
 
     def set_locations(self, x: np.ndarray, y: np.ndarray) -> None:
         """New locations for all events; the trigger cache is dropped."""
@@ -237,12 +285,12 @@ class Likelihood:
         """What a checkpoint needs to continue bit for bit: the truncation's cut-off (None for
         exact backends). Pair sums already cached were all computed at this cut-off, since
         tightening drops them."""
-        return {"kappa": float(self.backend.kappa)} if self._bounded else None
+        return None if self._bounded is None else self._bounded.cutoff_state()
 
     def restore_truncation(self, state: Mapping[str, Any] | None) -> None:
         """Continue from :meth:`truncation_state` (same on every rank); ignored when exact."""
-        if self._bounded and state is not None:
-            self.backend.kappa = float(state["kappa"])
+        if self._bounded is not None and state is not None:
+            self._bounded.restore_cutoff(state)
             self._e_cache.clear()
 
     def clear_cache(self) -> None:
@@ -275,17 +323,18 @@ class Likelihood:
         and, while it exceeds ``backend.tolerance * |loglik|``, the backend is tightened and
         the trigger recomputed (every rank takes the same decision from the same sums).
         """
+        bounded = self._bounded
         while True:
             part, B, E, bound = self._local(p)
             ll = self.comm.allreduce_sum(part)
-            if not self._bounded:
+            if bounded is None:
                 return Evaluation(loglik=ll, B=B, E=E)
             bound = self.comm.allreduce_sum(bound)
-            allowed = self.backend.tolerance * abs(ll)
+            allowed = bounded.tolerance * abs(ll)
             if bound <= allowed or not math.isfinite(ll):
                 return Evaluation(loglik=ll, B=B, E=E, error_bound=bound)
             excess = bound / allowed if allowed > 0 else math.inf
-            if not self.backend.tighten(excess):
+            if not bounded.tighten(excess):
                 log.warning(
                     "truncation bound %.3g exceeds tolerance x |loglik| = %.3g and cannot "
                     "be tightened further",

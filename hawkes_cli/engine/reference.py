@@ -32,7 +32,12 @@ class ReferenceBackend:
         ``(start, stop)`` rows this backend owns; default all.
     block_elems
         Upper bound on the elements of one (rows x sources) temporary.
+    times
+        The tie structure of ``time``, when already built (built here otherwise).
     """
+
+    #: No OpenCL kernel is compiled.
+    kernel_fingerprint = ""
 
     def __init__(
         self,
@@ -45,6 +50,7 @@ class ReferenceBackend:
         area: float,
         rows: tuple[int, int] | None = None,
         block_elems: int = 20_000_000,
+        times: TimeStructure | None = None,
     ) -> None:
         self.t = np.asarray(time, dtype=np.float64)
         self.x = np.asarray(x, dtype=np.float64)
@@ -56,7 +62,7 @@ class ReferenceBackend:
         self.model = model
         self.rho = 1.0 / float(area)
         self.row_start, self.row_stop = rows if rows is not None else (0, n)
-        self.lo = TimeStructure.from_times(self.t).lo
+        self.lo = (TimeStructure.from_times(self.t) if times is None else times).lo
         self.block = max(1, int(block_elems) // max(n, 1))
 
     path = "background: pair sum; trigger: pair sum (numpy float64, exact)"

@@ -56,6 +56,11 @@ chain's checkpoint (:meth:`~hawkes_cli.engine.base.Likelihood.truncation_state`)
 exceed the data (``Tc`` >= time span and every level's cells >= the extent), the exact kernel
 runs and the bound is 0 ("pair sum"): huge lengthscales cost no more than the exact engine.
 The working-precision rounding (float32) is separate from this bound, as for the exact engine.
+
+The host side in numpy (grid index, row blocks, ``S_n``, balancing costs) is
+:mod:`hawkes_cli.engine.grid`; this module uploads it, launches the kernels on the events of a
+:class:`~hawkes_cli.engine.device.DeviceEvents` (shared with the exact backend it holds for B)
+and assembles the bound.
 """
 
 from __future__ import annotations
@@ -63,221 +68,144 @@ from __future__ import annotations
 import logging
 import math
 from collections import OrderedDict
-from dataclasses import dataclass
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
-from .. import kernels
+from ..vocab import DEFAULT_BACKGROUND, DEFAULT_TOLERANCE
+from .base import BoundedPairBackend
+from .device import VEC, DeviceEvents, launch_size
+from .grid import (
+    EXP_SPAN,
+    GridIndex,
+    build_index,
+    initial_kappa,
+    row_blocks,
+    source_levels,
+    temporal_sums,
+    visited_counts,
+)
 from .opencl import LOG2E, OpenCLBackend
 
 log = logging.getLogger(__name__)
 
-#: Recommended ``engine.tolerance`` when truncation is wanted: relative log-likelihood error.
-DEFAULT_TOLERANCE = 1e-6
+__all__ = ["DEFAULT_TOLERANCE", "TruncatedBackend", "initial_kappa"]
 
-_PAD = 8  # vector width of the kernel; sorted source arrays are padded by this
-_EXP_SPAN = 600.0  # time span / sigma_t up to which exact exponential prefixes are used
-_CELLS_PER_DIM = 2**20  # cap of the grid resolution (keys fit KEY_STRIDE in truncated.cl)
-_KEY_STRIDE = 4194304
+_PAD = VEC  # vector width of the kernel; sorted source arrays are padded by this
 _KAPPA_MAX = 740.0  # exp(-740) underflows: beyond this nothing more can be gained
 _TIGHTEN_MARGIN = 0.25  # kappa added beyond the bound's exp(-kappa) prediction
 _SAFETY = 1.0 + 1e-8  # rounding of the bound's own arithmetic (prefix sums, exp)
 _INDEX_CACHE = 2
-_BLOCK_ROWS = 16  # rows per block of the row-block kernel (LANES in truncated.cl)
 _BLOCK_WIDTH = 8.0  # longest time span of a row block, in units of sigma_t
 _REACH = 1.5  # row blocks bound cells up to this many cut-off radii exactly, beyond by S_n
 
 
-def initial_kappa(tolerance: float) -> float:
-    """Starting cut-off exponent for a relative ``tolerance`` (> 0), dimensionless.
+class TruncatedBackend(BoundedPairBackend):
+    """Pair sums B (exact, per distinct time) and E (truncated, error-bounded) on OpenCL.
 
-    Each row's bound is about ``exp(-kappa)`` times a local temporal sum, so the realised
-    relative bound is about ``C exp(-kappa)``; this start assumes ``C`` near ``e^1.5`` (city-like
-    data at the paper's lengthscales) and the likelihood tightens it where ``C`` is larger.
-    """
-    return math.log(1.0 / tolerance) + 1.5
-
-
-def temporal_sums(time: np.ndarray, weight: np.ndarray, lo: np.ndarray, sigma_t: float):
-    """``S_n = sum_{m < lo_n} w_m exp(-(t_n - t_m) / sigma_t)`` for all events, an upper bound.
+    Built on the same :class:`~hawkes_cli.engine.device.DeviceEvents` as the exact backend it
+    holds (:attr:`exact`, which computes B, and E when the cut-offs exceed the data).
 
     Parameters
     ----------
-    time : (N,) float64
-        Sorted times (time units).
-    weight : (N,) float64
-        ``w_m`` (density for model 2, ones for model 1), > 0.
-    lo : (N,) int
-        First index of each event's tie group.
-    sigma_t
-        Trigger temporal lengthscale (time units).
-
-    Returns
-    -------
-    (N,) float64
-        ``S_n`` (exact up to rounding) when the span is at most 10^7 ``sigma_t``; beyond, the
-        bound ``exp(-(t_n - t_{lo_n - 1}) / sigma_t) * sum_{m < lo_n} w_m``.
-    """
-    n = time.size
-    a = (time - time[0]) / sigma_t
-    out = np.zeros(n)
-    if n == 0:
-        return out
-    if a[-1] <= _EXP_SPAN:
-        cum = np.concatenate([[0.0], np.cumsum(weight * np.exp(a))])
-        return cum[lo] * np.exp(-a)
-    chunk = np.floor(a / 500.0).astype(np.int64)
-    starts = np.flatnonzero(np.concatenate([[True], chunk[1:] != chunk[:-1]]))
-    if starts.size > 20000:
-        cumw = np.concatenate([[0.0], np.cumsum(weight)])
-        prev = time[np.maximum(lo - 1, 0)]
-        return np.where(lo > 0, cumw[lo] * np.exp(-(time - prev) / sigma_t), 0.0)
-    stops = np.append(starts[1:], n)
-    carry, base_prev = 0.0, None
-    for i0, i1 in zip(starts.tolist(), stops.tolist(), strict=True):
-        base = 500.0 * chunk[i0]
-        if base_prev is not None:
-            carry *= math.exp(base_prev - base)
-        cum = np.concatenate([[0.0], np.cumsum(weight[i0:i1] * np.exp(a[i0:i1] - base))])
-        out[i0:i1] = (carry + cum[lo[i0:i1] - i0]) * np.exp(-(a[i0:i1] - base))
-        carry += cum[-1]
-        base_prev = base
-    return out
-
-
-@dataclass(frozen=True)
-class GridIndex:
-    """Sources sorted into per-level uniform grids for one ``(sigma_x, kappa)``.
-
-    Attributes
-    ----------
-    order : (N,) int64
-        Event index of each sorted source (sorted by level, cell key, index).
-    cell_key : (C,) int64
-        Key ``ix * 4194304 + iy`` of each non-empty cell, ascending within a level.
-    cell_begin : (C + 1,) int32
-        First sorted position of each cell.
-    level_offset : (L + 1,) int32
-        First cell of each level.
-    inv_h : (L,) float64
-        Inverse cell size of each level (1 / coordinate units).
-    covers_all : bool
-        Every non-empty level's cells are at least the data's extent (3 x 3 cells see all).
-    """
-
-    order: np.ndarray
-    cell_key: np.ndarray
-    cell_begin: np.ndarray
-    level_offset: np.ndarray
-    inv_h: np.ndarray
-    covers_all: bool
-
-
-class TruncatedBackend:
-    """Pair sums B (exact, per distinct time) and E (truncated, error-bounded) on OpenCL.
-
-    Parameters are those of :class:`~hawkes_cli.engine.opencl.OpenCLBackend`, plus
-
+    events, model, area, rows, work_group, background
+        As for :class:`~hawkes_cli.engine.opencl.OpenCLBackend`.
     tolerance
         Relative bound on ``|ell - ell~| / |ell~|`` enforced by the likelihood (> 0).
     kappa
-        Starting cut-off exponent (default :func:`initial_kappa`).
-    background
-        As for :class:`~hawkes_cli.engine.opencl.OpenCLBackend`.
+        Starting cut-off exponent (default :func:`~hawkes_cli.engine.grid.initial_kappa`).
 
     Attributes
     ----------
     path : str
         Which computation the last trigger pass took, e.g. ``"background: lattice (1095 days
         for 200000 events); trigger: truncation (kappa 15.8)"``.
+    kappa : float
+        The current cut-off exponent (dimensionless; only grows, see :meth:`tighten`).
     """
 
     def __init__(
         self,
-        time: np.ndarray,
-        x: np.ndarray,
-        y: np.ndarray,
-        density: np.ndarray | None,
+        events: DeviceEvents,
         *,
         model: int,
         area: float,
-        precision: str = "float32",
         rows: tuple[int, int] | None = None,
-        device: str | None = None,
-        local_rank: int = 0,
         work_group: int | None = None,
         tolerance: float = DEFAULT_TOLERANCE,
         kappa: float | None = None,
-        background: str = "auto",
+        background: str = DEFAULT_BACKGROUND,
     ) -> None:
         import pyopencl as cl
 
         if not (math.isfinite(tolerance) and tolerance > 0):
             raise ValueError(f"tolerance must be finite and > 0, got {tolerance!r}")
         self.exact = OpenCLBackend(
-            time,
-            x,
-            y,
-            density,
-            model=model,
-            area=area,
-            precision=precision,
-            rows=rows,
-            device=device,
-            local_rank=local_rank,
-            work_group=work_group,
-            background=background,
+            events, model=model, area=area, rows=rows, work_group=work_group, background=background
         )
-        ex = self.exact
+        self.events = events
         self._cl = cl
         self.model = model
-        self.precision = precision
+        self.precision = events.precision
         self.tolerance = float(tolerance)
         self.kappa = initial_kappa(tolerance) if kappa is None else float(kappa)
-        self.row_start, self.row_stop = ex.row_start, ex.row_stop
-        self.ctx, self.queue = ex.ctx, ex.queue
-        prog = kernels.build_program(self.ctx, precision, truncated=True)
+        self.row_start, self.row_stop = self.exact.row_start, self.exact.row_stop
+        prog = events.program(truncated=True)
         self._k_prefix = cl.Kernel(prog, "cell_prefix")
-        self._k_trunc = cl.Kernel(prog, f"truncated_model{model}")
-        self._k_blocks = cl.Kernel(prog, "truncated_blocks") if model == 1 else None
-        self._k_prefix16 = cl.Kernel(prog, "cell_prefix16") if model == 1 else None
+        if model == 1:  # row blocks
+            self._k_blocks = cl.Kernel(prog, "truncated_blocks")
+            self._k_prefix16 = cl.Kernel(prog, "cell_prefix16")
+            self._k_rows = None
+        else:  # per row, several grid levels
+            self._k_blocks = self._k_prefix16 = None
+            self._k_rows = cl.Kernel(prog, "truncated_model2")
         self._block_cache: OrderedDict[tuple, tuple[object, int]] = OrderedDict()
-        self._real = ex._real
-        self._shift = ex._shift
 
-        t = np.asarray(time, dtype=np.float64)
+        t = events.time
         self._t = t
-        n = t.size
+        n = events.n
         self.n = n
-        self._w = np.ones(n) if model == 1 else np.asarray(density, dtype=np.float64)
-        self._lo = _lo_of(t).astype(np.int64)
+        self._w = np.ones(n) if model == 1 else events.density
+        self._lo = events.times.lo
         self._span = float(t[-1] - t[0]) if n else 0.0
         # levels: fixed by the densities (model 2), independent of sigma_x and kappa
-        self._level, self._r_unit = source_levels(density if model == 2 else None, n)
+        self._level, self._r_unit = source_levels(events.density if model == 2 else None, n)
         self.nlevels = int(self._level.max()) + 1 if n else 1
         if self.nlevels > 40:
             raise ValueError("densities span more than 2^80; model 2 needs D_max / D_min < 2^80")
 
-        self._buf_td = self._upload(t)
-        self.set_locations(x, y)
+        events.keep_float64_copies()
+        self._reset_locations()
         nrows = self.row_stop - self.row_start
         self._e_host = np.empty(nrows)
         self._tail_host = np.empty(nrows)
         self._ring_host = np.empty(nrows)
-        mf = cl.mem_flags
-        self._buf_e = cl.Buffer(self.ctx, mf.WRITE_ONLY, max(8, self._e_host.nbytes))
-        self._buf_tail = cl.Buffer(self.ctx, mf.WRITE_ONLY, max(8, self._tail_host.nbytes))
-        self._buf_ring = cl.Buffer(self.ctx, mf.WRITE_ONLY, max(8, self._ring_host.nbytes))
+        self._buf_e = events.output(self._e_host.nbytes)
+        self._buf_tail = events.output(self._tail_host.nbytes)
+        self._buf_ring = events.output(self._ring_host.nbytes)
         self._s_cache: OrderedDict[float, np.ndarray] = OrderedDict()
         self.trigger_path = "none yet"
 
+    # ------------------------------------------------------------------ bounded interface
+    def cutoff_state(self) -> dict[str, float]:
+        """The cut-off to checkpoint: ``{"kappa": float}``."""
+        return {"kappa": float(self.kappa)}
+
+    def restore_cutoff(self, state: Mapping[str, Any]) -> None:
+        """Continue at the cut-off of :meth:`cutoff_state`."""
+        self.kappa = float(state["kappa"])
+
     # ------------------------------------------------------------------ setup
-    def _upload(self, host: np.ndarray):
-        mf = self._cl.mem_flags
-        host = np.ascontiguousarray(host)
-        if host.nbytes == 0:
-            host = np.zeros(1, dtype=host.dtype)
-        return self._cl.Buffer(self.ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=host)
+    @property
+    def queue(self) -> Any:
+        """The command queue every pass enqueues on."""
+        return self.events.queue
+
+    @property
+    def kernel_fingerprint(self) -> str:
+        """SHA-256 of every kernel source and build option compiled (both programs)."""
+        return self.events.kernel_fingerprint
 
     @property
     def path(self) -> str:
@@ -285,14 +213,16 @@ class TruncatedBackend:
         return f"background: {self.exact.background_path}; trigger: {self.trigger_path}"
 
     def set_locations(self, x: np.ndarray, y: np.ndarray) -> None:
-        """Replace all N locations; spatial indices are rebuilt on the next pass."""
-        self.exact.set_locations(x, y)
-        self._x = np.asarray(x, dtype=np.float64)
-        self._y = np.asarray(y, dtype=np.float64)
-        self._buf_xd = self._upload(self._x)
-        self._buf_yd = self._upload(self._y)
+        """Replace all N locations; spatial indices and row blocks are rebuilt on the next
+        pass."""
+        self.events.set_locations(x, y)
+        self._reset_locations()
+
+    def _reset_locations(self) -> None:
+        self._x, self._y = self.events.x, self.events.y
         self._x0, self._y0 = float(self._x.min()), float(self._y.min())
         self._index_cache: OrderedDict[tuple[float, float], tuple[GridIndex, dict]] = OrderedDict()
+        self._block_cache.clear()
 
     def _build_index(self, sigma_x: float) -> tuple[GridIndex, dict]:
         key = (sigma_x, self.kappa)
@@ -316,7 +246,7 @@ class TruncatedBackend:
         return index, bufs
 
     def _upload_index(self, index: GridIndex) -> dict:
-        real = self._real
+        real = self.events.real
         o = index.order
 
         def padded(values: np.ndarray, dtype) -> np.ndarray:
@@ -327,20 +257,18 @@ class TruncatedBackend:
         x, y = self._x[o], self._y[o]
         xh, yh = x.astype(real), y.astype(real)
         bufs = {
-            "st": self._upload(padded(self._t[o], real)),
-            "sx": self._upload(padded(xh, real)),
-            "sy": self._upload(padded(yh, real)),
-            "sw": self._upload(padded(self._w[o], real)),
-            "std": self._upload(self._t[o]),
-            "swd": self._upload(self._w[o]),
-            "sidx": self._upload(o.astype(np.int32)),
-            "ckey": self._upload(index.cell_key.astype(np.int64)),
-            "cbeg": self._upload(index.cell_begin),
-            "loff": self._upload(index.level_offset),
-            "inv_h": self._upload(index.inv_h),
-            "pre": self._cl.Buffer(
-                self.ctx, self._cl.mem_flags.READ_WRITE, 8 * (self.n + index.cell_key.size + 1)
-            ),
+            "st": self.events.upload(padded(self._t[o], real)),
+            "sx": self.events.upload(padded(xh, real)),
+            "sy": self.events.upload(padded(yh, real)),
+            "sw": self.events.upload(padded(self._w[o], real)),
+            "std": self.events.upload(self._t[o]),
+            "swd": self.events.upload(self._w[o]),
+            "sidx": self.events.upload(o.astype(np.int32)),
+            "ckey": self.events.upload(index.cell_key.astype(np.int64)),
+            "cbeg": self.events.upload(index.cell_begin),
+            "loff": self.events.upload(index.level_offset),
+            "inv_h": self.events.upload(index.inv_h),
+            "pre": self.events.output(8 * (self.n + index.cell_key.size + 1), read=True),
             "pre_sigma_t": None,
         }
         if self.model == 1:  # row blocks: coordinates relative to the source's cell corner
@@ -348,19 +276,17 @@ class TruncatedBackend:
             cx = np.floor((x - self._x0) * index.inv_h[0])
             cy = np.floor((y - self._y0) * index.inv_h[0])
             rx, ry = x - (self._x0 + cx * h), y - (self._y0 + cy * h)
-            bufs["sxr"] = self._upload(padded(rx, real))
-            bufs["syr"] = self._upload(padded(ry, real))
+            bufs["sxr"] = self.events.upload(padded(rx, real))
+            bufs["syr"] = self.events.upload(padded(ry, real))
             qx = np.clip(np.floor(rx * (4.0 / h)), 0, 3)
             qy = np.clip(np.floor(ry * (4.0 / h)), 0, 3)
-            bufs["sq"] = self._upload((4 * qx + qy).astype(np.uint8))
-            bufs["pre16"] = self._cl.Buffer(
-                self.ctx,
-                self._cl.mem_flags.READ_WRITE,
-                16 * 8 * (self.n + index.cell_key.size + 1),
+            bufs["sq"] = self.events.upload((4 * qx + qy).astype(np.uint8))
+            bufs["pre16"] = self.events.output(
+                16 * 8 * (self.n + index.cell_key.size + 1), read=True
             )
         if real is np.float32:
-            bufs["sxl"] = self._upload(padded((x - xh).astype(real), real))
-            bufs["syl"] = self._upload(padded((y - yh).astype(real), real))
+            bufs["sxl"] = self.events.upload(padded((x - xh).astype(real), real))
+            bufs["syl"] = self.events.upload(padded((y - yh).astype(real), real))
         else:
             bufs["sxl"], bufs["syl"] = bufs["sx"], bufs["sy"]
         return bufs
@@ -411,7 +337,7 @@ class TruncatedBackend:
         cl = self._cl
         index, b = self._build_index(sigma_x)
         ncells = index.cell_key.size
-        exp_mode = self._span / sigma_t <= _EXP_SPAN
+        exp_mode = self._span / sigma_t <= EXP_SPAN
         t0 = float(self._t[0])
         if b["pre_sigma_t"] != sigma_t:
             self._k_prefix(
@@ -451,7 +377,7 @@ class TruncatedBackend:
         cl.enqueue_copy(self.queue, self._e_host, self._buf_e)
         cl.enqueue_copy(self.queue, self._tail_host, self._buf_tail)
         cl.enqueue_copy(self.queue, self._ring_host, self._buf_ring)
-        e = self._e_host * (2.0**-self._shift * norm)
+        e = self._e_host * (2.0**-self.events.shift * norm)
         s_n = self._temporal(sigma_t)
         if exp_mode and self._k_blocks is not None:  # (a) + ring + beyond the reach
             rest = self._ring_host + math.exp(-(_REACH**2) * kappa) * s_n
@@ -466,17 +392,18 @@ class TruncatedBackend:
         """Launch the row-block kernel (model 1) for this backend's rows."""
         kappa = self.kappa
         blocks, nblocks = self._blocks(index, sigma_x, sigma_t)
-        real = self._real
+        ev = self.events
+        real = ev.real
         # one block per work-group on CPUs (PoCL schedules work-groups dynamically over the
         # cores, and blocks differ a lot in work); the configured size elsewhere
-        wg = self.exact.work_group or (1 if self.exact.device_info.kind == "cpu" else 64)
+        wg = self.exact.work_group or (1 if ev.device.info.kind == "cpu" else 64)
         self._k_blocks(
             self.queue,
             (-(-max(nblocks, 1) // wg) * wg,),
             (wg,),
-            self._buf_td,
-            self._buf_xd,
-            self._buf_yd,
+            ev.buf_td,
+            ev.buf_xd,
+            ev.buf_yd,
             b["st"],
             b["sxr"],
             b["syr"],
@@ -494,7 +421,7 @@ class TruncatedBackend:
             np.int32(self.row_start),
             real(LOG2E / sigma_t),
             real(LOG2E / (2.0 * sigma_x * sigma_x)),
-            real(self._shift),
+            real(self.events.shift),
             np.float64(kappa),
             np.float64(sigma_t),
             np.float64(1.0 / (2.0 * sigma_x * sigma_x)),
@@ -515,7 +442,7 @@ class TruncatedBackend:
             self._block_cache.move_to_end(key)
             return hit
         blocks = row_blocks(index, self._t, self.row_start, self.row_stop, _BLOCK_WIDTH * sigma_t)
-        hit = (self._upload(blocks), blocks.shape[0])
+        hit = (self.events.upload(blocks), blocks.shape[0])
         self._block_cache[key] = hit
         while len(self._block_cache) > _INDEX_CACHE:
             self._block_cache.popitem(last=False)
@@ -524,23 +451,23 @@ class TruncatedBackend:
     def _run_rows(self, index: GridIndex, b: dict, sigma_x, sigma_t, exp_mode, t0) -> None:
         """Launch the per-row kernel (model 2: several grid levels)."""
         kappa = self.kappa
-        ex = self.exact
-        real = self._real
+        ev = self.events
+        real = ev.real
         nrows = self.row_stop - self.row_start
-        gsize, lsize = ex._global_size(nrows)
-        self._k_trunc(
+        gsize, lsize = launch_size(nrows, self.exact.work_group)
+        self._k_rows(
             self.queue,
             (gsize,),
             lsize,
-            ex._buf_t,
-            ex._buf_x,
-            ex._buf_y,
-            ex._buf_xl,
-            ex._buf_yl,
-            self._buf_td,
-            self._buf_xd,
-            self._buf_yd,
-            ex._buf_lo,
+            ev.buf_t,
+            ev.buf_x,
+            ev.buf_y,
+            ev.buf_xl,
+            ev.buf_yl,
+            ev.buf_td,
+            ev.buf_xd,
+            ev.buf_yd,
+            ev.buf_lo,
             b["st"],
             b["sx"],
             b["sy"],
@@ -561,7 +488,7 @@ class TruncatedBackend:
             np.int32(nrows),
             real(LOG2E / sigma_t),
             real(LOG2E / (2.0 * sigma_x * sigma_x)),
-            real(self._shift),
+            real(self.events.shift),
             np.float64(kappa * sigma_t),
             np.float64(t0),
             np.float64(1.0 / sigma_t),
@@ -601,215 +528,3 @@ class TruncatedBackend:
             self._y0,
             self.kappa * sigma_t,
         )
-
-
-def source_levels(density: np.ndarray | None, n: int) -> tuple[np.ndarray, float]:
-    """Grid level of each source and the level-0 radius unit.
-
-    Model 2 (``density`` given): ``l_m = ceil(log2(sqrt(D_max / D_m)))``, so the cut-off radius
-    ``sqrt(2 kappa) sigma_x / sqrt(D_m) <= sqrt(2 kappa) sigma_x r_unit 2^l_m`` with
-    ``r_unit = 1 / sqrt(D_max)``. Model 1 (None): one level, ``r_unit = 1``.
-
-    Returns
-    -------
-    level : (N,) int64
-    r_unit : float
-    """
-    if density is None:
-        return np.zeros(n, dtype=np.int64), 1.0
-    w = np.asarray(density, dtype=np.float64)
-    dmax = float(w.max())
-    level = np.ceil(0.5 * np.log2(dmax / w) - 1e-12).clip(0).astype(np.int64)
-    # guard the rounding of log2: the radius must fit the level's cells
-    level += (1.0 / np.sqrt(w) > 2.0**level / math.sqrt(dmax)).astype(np.int64)
-    return level, 1.0 / math.sqrt(dmax)
-
-
-def build_index(
-    x: np.ndarray,
-    y: np.ndarray,
-    level: np.ndarray,
-    nlevels: int,
-    r_unit: float,
-    sigma_x: float,
-    kappa: float,
-) -> GridIndex:
-    """Sort all N sources into the per-level grids of ``(sigma_x, kappa)`` (numpy, O(N log N)).
-
-    Level l has cells of size ``h_l = sqrt(2 kappa) sigma_x r_unit 2^l (1 + 1e-6)`` (coordinate
-    units; at least the extent / 2^20), so every source's cut-off radius is below its level's
-    cell size and a row's 3 x 3 neighbouring cells hold every source within that radius.
-    Cell coordinates are ``floor((x - min x) * inv_h)``, computed identically in the kernel.
-    """
-    n = x.size
-    x0, y0 = float(x.min()), float(y.min())
-    extent = max(float(x.max()) - x0, float(y.max()) - y0, 1e-300)
-    radius = math.sqrt(2.0 * kappa) * sigma_x * r_unit  # level 0
-    h = np.array(
-        [max(radius * 2.0**lev * (1.0 + 1e-6), extent / _CELLS_PER_DIM) for lev in range(nlevels)]
-    )
-    inv_h = 1.0 / h
-    ih = inv_h[level]
-    cx = np.floor((x - x0) * ih).astype(np.int64)
-    cy = np.floor((y - y0) * ih).astype(np.int64)
-    comb = (level.astype(np.int64) << 44) | (cx * _KEY_STRIDE + cy)
-    order = np.argsort(comb, kind="stable")
-    sc = comb[order]
-    first = np.flatnonzero(np.concatenate([[True], sc[1:] != sc[:-1]]))
-    cell_comb = sc[first]
-    cell_level = cell_comb >> 44
-    return GridIndex(
-        order=order,
-        cell_key=cell_comb & ((1 << 44) - 1),
-        cell_begin=np.append(first, n).astype(np.int32),
-        level_offset=np.searchsorted(cell_level, np.arange(nlevels + 1)).astype(np.int32),
-        inv_h=inv_h,
-        covers_all=bool(np.all(h[np.unique(level)] >= extent)),
-    )
-
-
-def row_blocks(
-    index: GridIndex, time: np.ndarray, row_start: int, row_stop: int, width: float
-) -> np.ndarray:
-    """Group the rows ``[row_start, row_stop)`` into blocks for the row-block kernel.
-
-    A block holds up to ``_BLOCK_ROWS`` (16) consecutive rows of one grid cell, in time order;
-    where those would span more than ``width`` (time units), the cell's rows are grouped by
-    bins of ``width`` instead. Unused lanes hold ``~r`` for the block's first row ``r`` (a copy
-    the kernel evaluates but does not store).
-
-    Returns
-    -------
-    (nblocks, 16) int32
-        Event index of each lane; blocks of fuller cells first, then by (cell, time).
-    """
-    o = index.order
-    cell = np.repeat(np.arange(index.cell_key.size), np.diff(index.cell_begin))
-    mine = (o >= row_start) & (o < row_stop)
-    rows = o[mine]
-    if rows.size == 0:
-        return np.zeros((0, _BLOCK_ROWS), dtype=np.int32)
-    # consecutive rows of a cell per block; a block spanning more than `width` in time
-    # is broken up by bins of `width` instead
-    cell = cell[mine]
-    t = time[rows]
-    first = np.concatenate([[True], cell[1:] != cell[:-1]])
-    run = np.cumsum(first) - 1
-    pos = np.arange(rows.size) - np.flatnonzero(first)[run]
-    chunk = run.astype(np.float64) * (rows.size + 1.0) + pos // _BLOCK_ROWS
-    group = _runs_of(chunk)
-    span = np.maximum.reduceat(t, group) - np.minimum.reduceat(t, group)
-    wide = np.repeat(span > width, np.diff(np.append(group, rows.size)))
-    tbin = np.floor((t - time[0]) / width) if width > 0 else pos.astype(np.float64)
-    key = np.where(wide, -1.0 - (cell * (tbin.max() + 1.0) + tbin), chunk)
-    starts = _runs_of(key)
-    lengths = np.diff(np.append(starts, rows.size))
-    per_group = -(-lengths // _BLOCK_ROWS)
-    first_block = np.concatenate([[0], np.cumsum(per_group)[:-1]])
-    pos = np.arange(rows.size) - np.repeat(starts, lengths)
-    block = np.repeat(first_block, lengths) + pos // _BLOCK_ROWS
-    out = np.full((int(per_group.sum()), _BLOCK_ROWS), -1, dtype=np.int64)
-    out[block, pos % _BLOCK_ROWS] = rows
-    pad = out < 0
-    out[pad] = ~np.broadcast_to(out[:, :1], out.shape)[pad]
-    # blocks of the fullest cells (the most work) first, so no core is left with them at the end
-    size = np.diff(index.cell_begin)[cell[starts]]
-    heavy_first = np.argsort(-np.repeat(size, per_group), kind="stable")
-    return out[heavy_first].astype(np.int32)
-
-
-def _runs_of(key: np.ndarray) -> np.ndarray:
-    """Start positions of the runs of equal consecutive values of ``key`` (non-empty)."""
-    return np.flatnonzero(np.concatenate([[True], key[1:] != key[:-1]]))
-
-
-def truncated_row_cost(
-    time: np.ndarray,
-    x: np.ndarray,
-    y: np.ndarray,
-    density: np.ndarray | None,
-    *,
-    sigma_x: float,
-    sigma_t: float,
-    tolerance: float = DEFAULT_TOLERANCE,
-) -> np.ndarray:
-    """Work of each row of the truncated trigger at these lengthscales, shape (N,), float64:
-    sources visited plus the per-row overhead of the cell searches (host only, no OpenCL).
-
-    Used to balance the MPI row split (:func:`hawkes_cli.engine.make_likelihood`).
-    """
-    t = np.asarray(time, dtype=np.float64)
-    x = np.asarray(x, dtype=np.float64)
-    y = np.asarray(y, dtype=np.float64)
-    level, r_unit = source_levels(density, t.size)
-    nlevels = int(level.max()) + 1
-    kappa = initial_kappa(tolerance)
-    index = build_index(x, y, level, nlevels, r_unit, sigma_x, kappa)
-    lo = _lo_of(t)
-    work = visited_counts(
-        t, x, y, lo, level, index, float(x.min()), float(y.min()), kappa * sigma_t
-    )
-    return work + 30.0 * np.count_nonzero(np.diff(index.level_offset))
-
-
-def _lo_of(time: np.ndarray) -> np.ndarray:
-    """First index of each event's tie group (times sorted ascending)."""
-    return np.searchsorted(time, time, side="left")
-
-
-def visited_counts(
-    time: np.ndarray,
-    x: np.ndarray,
-    y: np.ndarray,
-    lo: np.ndarray,
-    level: np.ndarray,
-    index: GridIndex,
-    x0: float,
-    y0: float,
-    tc: float,
-) -> np.ndarray:
-    """Number of sources the truncated kernel visits for each row, shape (N,), float64.
-
-    Mirrors the kernel's search (3 x 3 cells per level, ``t_m >= t_n - Tc``, ``m < lo_n``)
-    with numpy ``searchsorted`` on the sorted (cell, index) and (cell, time) keys.
-    """
-    n = time.size
-    o = index.order
-    sorted_t = time[o]
-    counts = np.zeros(n)
-    nlev = index.inv_h.size
-    for lev in range(nlev):
-        ka, kb = int(index.level_offset[lev]), int(index.level_offset[lev + 1])
-        if ka == kb:
-            continue
-        keys = index.cell_key[ka:kb]
-        cx = np.floor((x - x0) * index.inv_h[lev]).astype(np.int64)
-        cy = np.floor((y - y0) * index.inv_h[lev]).astype(np.int64)
-        for ox in (-1, 0, 1):
-            for oy in (-1, 0, 1):
-                k = (cx + ox) * _KEY_STRIDE + (cy + oy)
-                pos = np.searchsorted(keys, k)
-                found = (pos < keys.size) & (keys[np.minimum(pos, keys.size - 1)] == k)
-                c = ka + np.minimum(pos, keys.size - 1)
-                cb = index.cell_begin[c].astype(np.int64)
-                ce = index.cell_begin[c + 1].astype(np.int64)
-                # e: first position with idx >= lo; s: first with t >= t - tc (in [cb, ce))
-                e = _segment_search(o, cb, ce, lo)
-                s = _segment_search(sorted_t, cb, e, time - tc)
-                counts += np.where(found, e - s, 0)
-    return counts
-
-
-def _segment_search(values: np.ndarray, a: np.ndarray, b: np.ndarray, v: np.ndarray):
-    """Vectorised lower_bound of ``v[i]`` in ``values[a[i]:b[i]]`` (each segment sorted)."""
-    a = a.copy()
-    b = b.copy()
-    while True:
-        active = a < b
-        if not active.any():
-            return a
-        mid = (a + b) // 2
-        midc = np.minimum(mid, values.size - 1)
-        less = active & (values[midc] < v)
-        a = np.where(less, mid + 1, a)
-        b = np.where(active & ~less, mid, b)

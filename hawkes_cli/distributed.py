@@ -1,0 +1,208 @@
+"""A chain's collective work over the ranks of its communicator: rank 0 drives, the others replay.
+
+Every rank of a chain holds a :class:`ChainRank`: its rows of the likelihood, the cut-posterior
+location stream (identical on every rank) and its own stop flag. Each of its methods is
+collective or must stay in step on every rank (a likelihood evaluation reduces over ranks; the
+pinned pair sums and the location draws must match).
+
+Rank 0 calls them through :class:`DistributedLikelihood`, which first broadcasts the call
+(method name and arguments) and then runs it locally; the other ranks sit in :func:`serve`,
+which receives each call and runs it on their own :class:`ChainRank`, until
+:meth:`DistributedLikelihood.close`. The ranks therefore run the same collective operations in
+the same order, whatever rank 0's sampler does. With one rank nothing is broadcast.
+
+Stopping: :meth:`ChainRank.boundary_stop` is a float64 allreduce of every rank's own stop flag
+(never rank 0's flag broadcast), so a signal that reaches any rank stops all ranks at the same
+iteration boundary.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from .engine import Likelihood
+from .model import Params
+from .parallel import Comm
+from .resample import LocationStream
+
+log = logging.getLogger(__name__)
+
+__all__ = ["CALLS", "ChainRank", "DistributedLikelihood", "serve"]
+
+#: The :class:`ChainRank` methods rank 0 may call through the proxy (the replay protocol).
+CALLS: frozenset[str] = frozenset({"loglik", "pin", "redraw_locations", "restore", "boundary_stop"})
+_CLOSE = "close"
+
+
+class SupportsBool(Protocol):
+    """A stop flag: true once a stop was requested (read once per iteration boundary)."""
+
+    def __bool__(self) -> bool: ...
+
+
+class ChainRank:
+    """This rank's share of a chain's collective work.
+
+    Parameters
+    ----------
+    likelihood
+        The likelihood of this rank's rows (collective over ``comm``).
+    comm
+        The chain's communicator.
+    locations
+        The cut-posterior location stream, or None when locations are never redrawn.
+    stop
+        This rank's stop flag (set by its signal handlers).
+    """
+
+    def __init__(
+        self,
+        likelihood: Likelihood,
+        comm: Comm,
+        *,
+        locations: LocationStream | None = None,
+        stop: SupportsBool | None = None,
+    ) -> None:
+        self.likelihood = likelihood
+        self.comm = comm
+        self.locations = locations
+        self.stop = stop
+
+    # --- collective (through the proxy on rank 0, through serve elsewhere) ----------------
+    def loglik(self, p: Params) -> float:
+        """The log-likelihood at ``p`` (an allreduce over ranks)."""
+        return self.likelihood.loglik(p)
+
+    def pin(self, p: Params) -> None:
+        """Keep the pair sums of ``p`` (the chain's current state) cached."""
+        self.likelihood.pin(p)
+
+    def redraw_locations(self) -> None:
+        """Cut posterior: every event uniformly inside its polygon (same on every rank)."""
+        if self.locations is None:
+            raise RuntimeError("locations are redrawn only with sampler.resample_every > 0")
+        x, y = self.locations.draw()
+        self.likelihood.set_locations(x, y)
+
+    def restore(
+        self, location_state: Mapping[str, Any] | None, truncation: Mapping[str, Any] | None
+    ) -> None:
+        """Continue from a checkpoint: the truncation's cut-off, then the last location draw
+        (from the stream state before it), or the file's locations when there was none."""
+        self.likelihood.restore_truncation(truncation)
+        if location_state is not None:
+            if self.locations is None:
+                raise RuntimeError("the checkpoint has a location state but resampling is off")
+            self.locations.rewind(location_state)
+            self.redraw_locations()
+
+    def boundary_stop(self) -> bool:
+        """Whether to stop at this iteration boundary: true on every rank as soon as any rank's
+        stop flag is set (reads this rank's flag once)."""
+        flag = bool(self.stop) if self.stop is not None else False
+        if self.comm.size == 1:
+            return flag
+        return self.comm.allreduce_sum(1.0 if flag else 0.0) > 0.0
+
+    # --- local reads (no communication; rank 0 records them) ------------------------------
+    @property
+    def location_state(self) -> dict[str, Any] | None:
+        """The location stream's state before its last draw (None if none), for checkpoints."""
+        return None if self.locations is None else self.locations.last_state
+
+    def truncation_state(self) -> dict | None:
+        """The truncated trigger's cut-off for checkpoints (None for exact engines)."""
+        return self.likelihood.truncation_state()
+
+    @property
+    def pair_passes(self) -> int:
+        """Pair passes (background + trigger) this rank ran so far."""
+        return self.likelihood.pair_passes
+
+
+class DistributedLikelihood:
+    """Rank 0's handle on a :class:`ChainRank`: each call is broadcast, then run here.
+
+    Parameters
+    ----------
+    local
+        Rank 0's own :class:`ChainRank`; its ``comm`` carries the broadcasts.
+
+    Notes
+    -----
+    Use as a context manager (or call :meth:`close`) so that the other ranks leave
+    :func:`serve`. With a one-rank communicator it is a plain pass-through.
+    """
+
+    def __init__(self, local: ChainRank) -> None:
+        if local.comm.rank != 0:
+            raise ValueError(
+                f"the distributed likelihood is driven from rank 0; rank {local.comm.rank} "
+                "must call serve()"
+            )
+        self.local = local
+        self.comm = local.comm
+        self.closed = False
+
+    def _call(self, name: str, *args: Any) -> Any:
+        if self.closed:
+            raise RuntimeError(f"{name}() on a closed distributed likelihood")
+        if self.comm.size > 1:
+            self.comm.bcast((name, args))
+        return getattr(self.local, name)(*args)
+
+    def loglik(self, p: Params) -> float:
+        """See :meth:`ChainRank.loglik` (collective)."""
+        return self._call("loglik", p)
+
+    def pin(self, p: Params) -> None:
+        """See :meth:`ChainRank.pin`."""
+        self._call("pin", p)
+
+    def redraw_locations(self) -> None:
+        """See :meth:`ChainRank.redraw_locations`."""
+        self._call("redraw_locations")
+
+    def restore(
+        self, location_state: Mapping[str, Any] | None, truncation: Mapping[str, Any] | None
+    ) -> None:
+        """See :meth:`ChainRank.restore`."""
+        self._call("restore", location_state, truncation)
+
+    def boundary_stop(self) -> bool:
+        """See :meth:`ChainRank.boundary_stop` (collective; each rank reads its own flag)."""
+        return self._call("boundary_stop")
+
+    def close(self) -> None:
+        """Release the other ranks from :func:`serve` (once; later calls do nothing)."""
+        if not self.closed and self.comm.size > 1:
+            self.comm.bcast((_CLOSE, ()))
+        self.closed = True
+
+    def __enter__(self) -> DistributedLikelihood:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def serve(local: ChainRank) -> None:
+    """Replay rank 0's calls on this rank's :class:`ChainRank` until it closes (ranks > 0).
+
+    Raises
+    ------
+    RuntimeError
+        A call outside :data:`CALLS` (a protocol error).
+    """
+    comm = local.comm
+    if comm.rank == 0:
+        raise ValueError("rank 0 drives the chain; serve() is for the other ranks")
+    while True:
+        name, args = comm.bcast(None)
+        if name == _CLOSE:
+            return
+        if name not in CALLS:  # pragma: no cover - protocol error
+            raise RuntimeError(f"unknown collective call {name!r} from rank 0")
+        getattr(local, name)(*args)

@@ -1,0 +1,236 @@
+"""One OpenCL device and the events uploaded to it, shared by the OpenCL backends.
+
+:class:`Device` is the device a likelihood drives, chosen once (:meth:`Device.select`, from
+:func:`hawkes_cli.engine.make_likelihood`) with its context and command queue.
+:class:`DeviceEvents` holds the events uploaded to it at one working precision, with the
+padding the kernels rely on, and builds the programs that read them; the exact backend
+(:mod:`~hawkes_cli.engine.opencl`) and the truncated one (:mod:`~hawkes_cli.engine.truncated`)
+are both built on one such object and share its buffers.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .. import kernels
+from ..vocab import PRECISIONS
+from .base import TimeStructure
+
+log = logging.getLogger(__name__)
+
+#: Sources per vector step of the kernels; event arrays are padded to a multiple of this, plus
+#: one more step, so the last aligned 8-wide load stays inside the buffer.
+VEC = 8
+#: Most events per chain: indices and counts are int32 and float32 in the kernels.
+MAX_EVENTS = 2**24 - 1
+
+
+def padded(values: np.ndarray, dtype: Any, fill: float) -> np.ndarray:
+    """``values`` as ``dtype``, padded with ``fill`` to ``ceil(N / VEC) * VEC + VEC`` elements."""
+    n = values.size
+    out = np.full(((n + VEC - 1) // VEC) * VEC + VEC, fill, dtype=dtype)
+    out[:n] = values
+    return out
+
+
+def launch_size(rows: int, work_group: int | None) -> tuple[int, tuple[int] | None]:
+    """(global size, local size) of a one-work-item-per-row launch over ``rows`` rows: the
+    rows rounded up to whole work-groups, or the implementation's choice when ``None``."""
+    if work_group is None:
+        return max(rows, 1), None
+    return max(-(-rows // work_group) * work_group, work_group), (work_group,)
+
+
+@dataclass(frozen=True, eq=False)
+class Device:
+    """The OpenCL device of one likelihood.
+
+    Attributes
+    ----------
+    info : hawkes_cli.kernels.DeviceInfo
+        What was chosen (platform and device indices, name, kind).
+    context : pyopencl.Context
+        The process's context on the device (shared, so programs are built once).
+    queue : pyopencl.CommandQueue
+        The in-order queue every pass of the likelihood enqueues on.
+    """
+
+    info: kernels.DeviceInfo
+    context: Any
+    queue: Any
+
+    @classmethod
+    def select(cls, spec: str | None = None, local_rank: int = 0) -> Device:
+        """Choose a device (:func:`hawkes_cli.kernels.select_device`), check its float64
+        support and open a queue on it.
+
+        Raises
+        ------
+        hawkes_cli.errors.DeviceError
+            No matching device, or one without float64.
+        """
+        import pyopencl as cl
+
+        info, dev = kernels.select_device(spec, local_rank)
+        kernels.require_float64(info)
+        context = kernels.device_context(dev)
+        return cls(info=info, context=context, queue=cl.CommandQueue(context))
+
+
+class DeviceEvents:
+    """Events sorted by time, uploaded once to a :class:`Device` at one working precision.
+
+    Parameters
+    ----------
+    device
+        Where the buffers live.
+    time, x, y : (N,) float64
+        Events sorted by time (time units; coordinate units).
+    density : (N,) float64 or None
+        Persons per square mile (model 2), or None.
+    precision
+        Working precision of the pair terms, one of :data:`hawkes_cli.vocab.PRECISIONS`.
+    times
+        The tie structure of ``time`` (built here when None).
+
+    Attributes
+    ----------
+    device : Device
+    precision : str
+    real : type
+        ``np.float32`` or ``np.float64``, the working precision.
+    shift : float
+        Exponent shift (log2 units) keeping small float32 terms above underflow (hawkes.cl);
+        0 in float64. Kernel outputs carry a factor ``2**shift``.
+    n : int
+        Number of events N.
+    times : TimeStructure
+    time, weight : (N,) float64
+        Host copies of the times and of ``density`` (ones when None).
+    density : (N,) float64 or None
+    x, y : (N,) float64
+        Host copies of the current locations.
+    buf_t, buf_w, buf_x, buf_y, buf_xl, buf_yl : pyopencl.Buffer
+        Times, weights and locations in the working precision, padded (:func:`padded`) with
+        the last time, 0, 0, 0. In float32 a location is split in two parts ``x = xh + xl``
+        (``buf_xl``, ``buf_yl``); in float64 those alias ``buf_x``, ``buf_y``.
+    buf_lo : pyopencl.Buffer
+        ``times.lo`` as int32 (first index of each tie group).
+    buf_tu, buf_c : pyopencl.Buffer
+        Distinct times and their counts in the working precision, padded with the last
+        distinct time and 0.
+    buf_td, buf_xd, buf_yd : pyopencl.Buffer or None
+        Times and locations in float64, unpadded; uploaded by :meth:`keep_float64_copies`
+        (the truncated trigger's cell searches), else None.
+    """
+
+    def __init__(
+        self,
+        device: Device,
+        time: np.ndarray,
+        x: np.ndarray,
+        y: np.ndarray,
+        density: np.ndarray | None,
+        *,
+        precision: str,
+        times: TimeStructure | None = None,
+    ) -> None:
+        if precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
+        t = np.asarray(time, dtype=np.float64)
+        n = t.size
+        if n > MAX_EVENTS:
+            raise ValueError(f"at most {MAX_EVENTS} events per chain, got {n}")
+        self.device = device
+        self.precision = precision
+        self.real: Any = np.float64 if precision == "float64" else np.float32
+        self.shift = 0.0 if precision == "float64" else 60.0
+        self.n = n
+        self.times = TimeStructure.from_times(t) if times is None else times
+        self.time = t
+        self.density = None if density is None else np.asarray(density, dtype=np.float64)
+        self.weight = np.ones(n) if self.density is None else self.density
+        self._programs: dict[bool, Any] = {}
+        real, ts = self.real, self.times
+        self.buf_t = self.upload(padded(t, real, t[-1]))
+        self.buf_lo = self.upload(ts.lo.astype(np.int32))
+        self.buf_w = self.upload(padded(self.weight, real, 0.0))
+        self.buf_tu = self.upload(padded(ts.unique, real, ts.unique[-1]))
+        self.buf_c = self.upload(padded(ts.counts.astype(np.float64), real, 0.0))
+        self.buf_td: Any = None
+        self.buf_xd: Any = None
+        self.buf_yd: Any = None
+        self.set_locations(x, y)
+
+    @property
+    def context(self) -> Any:
+        """The device's OpenCL context."""
+        return self.device.context
+
+    @property
+    def queue(self) -> Any:
+        """The device's command queue."""
+        return self.device.queue
+
+    def upload(self, host: np.ndarray) -> Any:
+        """A read-only device copy of ``host`` (one zero element when empty)."""
+        import pyopencl as cl
+
+        host = np.ascontiguousarray(host)
+        if host.nbytes == 0:
+            host = np.zeros(1, dtype=host.dtype)
+        mf = cl.mem_flags
+        return cl.Buffer(self.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=host)
+
+    def output(self, nbytes: int, *, read: bool = False) -> Any:
+        """A device buffer of ``nbytes`` bytes (at least 8) the kernels write (and, with
+        ``read``, also read)."""
+        import pyopencl as cl
+
+        flags = cl.mem_flags.READ_WRITE if read else cl.mem_flags.WRITE_ONLY
+        return cl.Buffer(self.context, flags, max(8, int(nbytes)))
+
+    def program(self, truncated: bool = False) -> Any:
+        """The program at this precision (``hawkes.cl``, plus ``truncated.cl`` when
+        ``truncated``), built once per process and recorded for :attr:`kernel_fingerprint`."""
+        prog = self._programs.get(truncated)
+        if prog is None:
+            prog = kernels.build_program(self.context, self.precision, truncated=truncated)
+            self._programs[truncated] = prog
+        return prog
+
+    @property
+    def kernel_fingerprint(self) -> str:
+        """SHA-256 (hex) of every source and build option of the programs built so far
+        (:func:`hawkes_cli.kernels.kernel_fingerprint`)."""
+        return kernels.kernel_fingerprint((self.precision, tr) for tr in self._programs)
+
+    def keep_float64_copies(self) -> None:
+        """Upload (once) float64 copies of times and locations, kept current by
+        :meth:`set_locations`: ``buf_td``, ``buf_xd``, ``buf_yd``."""
+        if self.buf_td is None:
+            self.buf_td = self.upload(self.time)
+            self.buf_xd = self.upload(self.x)
+            self.buf_yd = self.upload(self.y)
+
+    def set_locations(self, x: np.ndarray, y: np.ndarray) -> None:
+        """Upload new locations for all N events (every location buffer; see hawkes.cl for
+        the two-part float32 form)."""
+        self.x = np.asarray(x, dtype=np.float64)
+        self.y = np.asarray(y, dtype=np.float64)
+        real = self.real
+        xh, yh = self.x.astype(real), self.y.astype(real)
+        self.buf_x = self.upload(padded(xh, real, 0.0))
+        self.buf_y = self.upload(padded(yh, real, 0.0))
+        if real is np.float32:
+            self.buf_xl = self.upload(padded((self.x - xh).astype(real), real, 0.0))
+            self.buf_yl = self.upload(padded((self.y - yh).astype(real), real, 0.0))
+        else:  # unused by the float64 build
+            self.buf_xl, self.buf_yl = self.buf_x, self.buf_y
+        if self.buf_td is not None:
+            self.buf_xd = self.upload(self.x)
+            self.buf_yd = self.upload(self.y)

@@ -1,0 +1,323 @@
+"""The truncated trigger's host side in numpy: grid index, row blocks, temporal sums, costs.
+
+Pure numpy (no OpenCL): sources sorted into per-level uniform grids for one ``(sigma_x,
+kappa)`` (:func:`build_index`), the row blocks of the model-1 kernel (:func:`row_blocks`), the
+all-sources temporal sums ``S_n`` that bound the far part (:func:`temporal_sums`), and the
+per-row work used to balance MPI rows (:func:`visited_counts`, :func:`truncated_row_cost`).
+The kernels that consume these arrays are in ``kernels/truncated.cl``; their launches and the
+error bound in :mod:`hawkes_cli.engine.truncated`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..vocab import DEFAULT_TOLERANCE
+from .base import TimeStructure
+
+#: Time span / sigma_t up to which exact exponential prefixes are used (else chunked bounds).
+EXP_SPAN = 600.0
+#: Cap of the grid resolution per dimension (keys fit KEY_STRIDE in truncated.cl).
+CELLS_PER_DIM = 2**20
+#: Stride of the 2D cell key ``ix * KEY_STRIDE + iy`` (KEY_STRIDE in truncated.cl).
+KEY_STRIDE = 4194304
+#: Rows per block of the row-block kernel (LANES in truncated.cl).
+BLOCK_ROWS = 16
+
+
+def initial_kappa(tolerance: float) -> float:
+    """Starting cut-off exponent for a relative ``tolerance`` (> 0), dimensionless.
+
+    Each row's bound is about ``exp(-kappa)`` times a local temporal sum, so the realised
+    relative bound is about ``C exp(-kappa)``; this start assumes ``C`` near ``e^1.5`` (city-like
+    data at the paper's lengthscales) and the likelihood tightens it where ``C`` is larger.
+    """
+    return math.log(1.0 / tolerance) + 1.5
+
+
+def temporal_sums(time: np.ndarray, weight: np.ndarray, lo: np.ndarray, sigma_t: float):
+    """``S_n = sum_{m < lo_n} w_m exp(-(t_n - t_m) / sigma_t)`` for all events, an upper bound.
+
+    Parameters
+    ----------
+    time : (N,) float64
+        Sorted times (time units).
+    weight : (N,) float64
+        ``w_m`` (density for model 2, ones for model 1), > 0.
+    lo : (N,) int
+        First index of each event's tie group.
+    sigma_t
+        Trigger temporal lengthscale (time units).
+
+    Returns
+    -------
+    (N,) float64
+        ``S_n`` (exact up to rounding) when the span is at most 10^7 ``sigma_t``; beyond, the
+        bound ``exp(-(t_n - t_{lo_n - 1}) / sigma_t) * sum_{m < lo_n} w_m``.
+    """
+    n = time.size
+    a = (time - time[0]) / sigma_t
+    out = np.zeros(n)
+    if n == 0:
+        return out
+    if a[-1] <= EXP_SPAN:
+        cum = np.concatenate([[0.0], np.cumsum(weight * np.exp(a))])
+        return cum[lo] * np.exp(-a)
+    chunk = np.floor(a / 500.0).astype(np.int64)
+    starts = np.flatnonzero(np.concatenate([[True], chunk[1:] != chunk[:-1]]))
+    if starts.size > 20000:
+        cumw = np.concatenate([[0.0], np.cumsum(weight)])
+        prev = time[np.maximum(lo - 1, 0)]
+        return np.where(lo > 0, cumw[lo] * np.exp(-(time - prev) / sigma_t), 0.0)
+    stops = np.append(starts[1:], n)
+    carry, base_prev = 0.0, None
+    for i0, i1 in zip(starts.tolist(), stops.tolist(), strict=True):
+        base = 500.0 * chunk[i0]
+        if base_prev is not None:
+            carry *= math.exp(base_prev - base)
+        cum = np.concatenate([[0.0], np.cumsum(weight[i0:i1] * np.exp(a[i0:i1] - base))])
+        out[i0:i1] = (carry + cum[lo[i0:i1] - i0]) * np.exp(-(a[i0:i1] - base))
+        carry += cum[-1]
+        base_prev = base
+    return out
+
+
+@dataclass(frozen=True)
+class GridIndex:
+    """Sources sorted into per-level uniform grids for one ``(sigma_x, kappa)``.
+
+    Attributes
+    ----------
+    order : (N,) int64
+        Event index of each sorted source (sorted by level, cell key, index).
+    cell_key : (C,) int64
+        Key ``ix * 4194304 + iy`` of each non-empty cell, ascending within a level.
+    cell_begin : (C + 1,) int32
+        First sorted position of each cell.
+    level_offset : (L + 1,) int32
+        First cell of each level.
+    inv_h : (L,) float64
+        Inverse cell size of each level (1 / coordinate units).
+    covers_all : bool
+        Every non-empty level's cells are at least the data's extent (3 x 3 cells see all).
+    """
+
+    order: np.ndarray
+    cell_key: np.ndarray
+    cell_begin: np.ndarray
+    level_offset: np.ndarray
+    inv_h: np.ndarray
+    covers_all: bool
+
+
+def source_levels(density: np.ndarray | None, n: int) -> tuple[np.ndarray, float]:
+    """Grid level of each source and the level-0 radius unit.
+
+    Model 2 (``density`` given): ``l_m = ceil(log2(sqrt(D_max / D_m)))``, so the cut-off radius
+    ``sqrt(2 kappa) sigma_x / sqrt(D_m) <= sqrt(2 kappa) sigma_x r_unit 2^l_m`` with
+    ``r_unit = 1 / sqrt(D_max)``. Model 1 (None): one level, ``r_unit = 1``.
+
+    Returns
+    -------
+    level : (N,) int64
+    r_unit : float
+    """
+    if density is None:
+        return np.zeros(n, dtype=np.int64), 1.0
+    w = np.asarray(density, dtype=np.float64)
+    dmax = float(w.max())
+    level = np.ceil(0.5 * np.log2(dmax / w) - 1e-12).clip(0).astype(np.int64)
+    # guard the rounding of log2: the radius must fit the level's cells
+    level += (1.0 / np.sqrt(w) > 2.0**level / math.sqrt(dmax)).astype(np.int64)
+    return level, 1.0 / math.sqrt(dmax)
+
+
+def build_index(
+    x: np.ndarray,
+    y: np.ndarray,
+    level: np.ndarray,
+    nlevels: int,
+    r_unit: float,
+    sigma_x: float,
+    kappa: float,
+) -> GridIndex:
+    """Sort all N sources into the per-level grids of ``(sigma_x, kappa)`` (numpy, O(N log N)).
+
+    Level l has cells of size ``h_l = sqrt(2 kappa) sigma_x r_unit 2^l (1 + 1e-6)`` (coordinate
+    units; at least the extent / 2^20), so every source's cut-off radius is below its level's
+    cell size and a row's 3 x 3 neighbouring cells hold every source within that radius.
+    Cell coordinates are ``floor((x - min x) * inv_h)``, computed identically in the kernel.
+    """
+    n = x.size
+    x0, y0 = float(x.min()), float(y.min())
+    extent = max(float(x.max()) - x0, float(y.max()) - y0, 1e-300)
+    radius = math.sqrt(2.0 * kappa) * sigma_x * r_unit  # level 0
+    h = np.array(
+        [max(radius * 2.0**lev * (1.0 + 1e-6), extent / CELLS_PER_DIM) for lev in range(nlevels)]
+    )
+    inv_h = 1.0 / h
+    ih = inv_h[level]
+    cx = np.floor((x - x0) * ih).astype(np.int64)
+    cy = np.floor((y - y0) * ih).astype(np.int64)
+    comb = (level.astype(np.int64) << 44) | (cx * KEY_STRIDE + cy)
+    order = np.argsort(comb, kind="stable")
+    sc = comb[order]
+    first = np.flatnonzero(np.concatenate([[True], sc[1:] != sc[:-1]]))
+    cell_comb = sc[first]
+    cell_level = cell_comb >> 44
+    return GridIndex(
+        order=order,
+        cell_key=cell_comb & ((1 << 44) - 1),
+        cell_begin=np.append(first, n).astype(np.int32),
+        level_offset=np.searchsorted(cell_level, np.arange(nlevels + 1)).astype(np.int32),
+        inv_h=inv_h,
+        covers_all=bool(np.all(h[np.unique(level)] >= extent)),
+    )
+
+
+def row_blocks(
+    index: GridIndex, time: np.ndarray, row_start: int, row_stop: int, width: float
+) -> np.ndarray:
+    """Group the rows ``[row_start, row_stop)`` into blocks for the row-block kernel.
+
+    A block holds up to ``BLOCK_ROWS`` (16) consecutive rows of one grid cell, in time order;
+    where those would span more than ``width`` (time units), the cell's rows are grouped by
+    bins of ``width`` instead. Unused lanes hold ``~r`` for the block's first row ``r`` (a copy
+    the kernel evaluates but does not store).
+
+    Returns
+    -------
+    (nblocks, 16) int32
+        Event index of each lane; blocks of fuller cells first, then by (cell, time).
+    """
+    o = index.order
+    cell = np.repeat(np.arange(index.cell_key.size), np.diff(index.cell_begin))
+    mine = (o >= row_start) & (o < row_stop)
+    rows = o[mine]
+    if rows.size == 0:
+        return np.zeros((0, BLOCK_ROWS), dtype=np.int32)
+    # consecutive rows of a cell per block; a block spanning more than `width` in time
+    # is broken up by bins of `width` instead
+    cell = cell[mine]
+    t = time[rows]
+    first = np.concatenate([[True], cell[1:] != cell[:-1]])
+    run = np.cumsum(first) - 1
+    pos = np.arange(rows.size) - np.flatnonzero(first)[run]
+    chunk = run.astype(np.float64) * (rows.size + 1.0) + pos // BLOCK_ROWS
+    group = _runs_of(chunk)
+    span = np.maximum.reduceat(t, group) - np.minimum.reduceat(t, group)
+    wide = np.repeat(span > width, np.diff(np.append(group, rows.size)))
+    tbin = np.floor((t - time[0]) / width) if width > 0 else pos.astype(np.float64)
+    key = np.where(wide, -1.0 - (cell * (tbin.max() + 1.0) + tbin), chunk)
+    starts = _runs_of(key)
+    lengths = np.diff(np.append(starts, rows.size))
+    per_group = -(-lengths // BLOCK_ROWS)
+    first_block = np.concatenate([[0], np.cumsum(per_group)[:-1]])
+    pos = np.arange(rows.size) - np.repeat(starts, lengths)
+    block = np.repeat(first_block, lengths) + pos // BLOCK_ROWS
+    out = np.full((int(per_group.sum()), BLOCK_ROWS), -1, dtype=np.int64)
+    out[block, pos % BLOCK_ROWS] = rows
+    pad = out < 0
+    out[pad] = ~np.broadcast_to(out[:, :1], out.shape)[pad]
+    # blocks of the fullest cells (the most work) first, so no core is left with them at the end
+    size = np.diff(index.cell_begin)[cell[starts]]
+    heavy_first = np.argsort(-np.repeat(size, per_group), kind="stable")
+    return out[heavy_first].astype(np.int32)
+
+
+def _runs_of(key: np.ndarray) -> np.ndarray:
+    """Start positions of the runs of equal consecutive values of ``key`` (non-empty)."""
+    return np.flatnonzero(np.concatenate([[True], key[1:] != key[:-1]]))
+
+
+def truncated_row_cost(
+    time: np.ndarray,
+    x: np.ndarray,
+    y: np.ndarray,
+    density: np.ndarray | None,
+    *,
+    sigma_x: float,
+    sigma_t: float,
+    tolerance: float = DEFAULT_TOLERANCE,
+    times: TimeStructure | None = None,
+) -> np.ndarray:
+    """Work of each row of the truncated trigger at these lengthscales, shape (N,), float64:
+    sources visited plus the per-row overhead of the cell searches (host only, no OpenCL).
+
+    Used to balance the MPI row split (:func:`hawkes_cli.engine.make_likelihood`), at the
+    starting cut-off of ``tolerance``; ``times`` is the tie structure of ``time`` when already
+    built.
+    """
+    t = np.asarray(time, dtype=np.float64)
+    x = np.asarray(x, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    level, r_unit = source_levels(density, t.size)
+    nlevels = int(level.max()) + 1
+    kappa = initial_kappa(tolerance)
+    index = build_index(x, y, level, nlevels, r_unit, sigma_x, kappa)
+    lo = (TimeStructure.from_times(t) if times is None else times).lo
+    work = visited_counts(
+        t, x, y, lo, level, index, float(x.min()), float(y.min()), kappa * sigma_t
+    )
+    return work + 30.0 * np.count_nonzero(np.diff(index.level_offset))
+
+
+def visited_counts(
+    time: np.ndarray,
+    x: np.ndarray,
+    y: np.ndarray,
+    lo: np.ndarray,
+    level: np.ndarray,
+    index: GridIndex,
+    x0: float,
+    y0: float,
+    tc: float,
+) -> np.ndarray:
+    """Number of sources the truncated kernel visits for each row, shape (N,), float64.
+
+    Mirrors the kernel's search (3 x 3 cells per level, ``t_m >= t_n - Tc``, ``m < lo_n``)
+    with numpy ``searchsorted`` on the sorted (cell, index) and (cell, time) keys.
+    """
+    n = time.size
+    o = index.order
+    sorted_t = time[o]
+    counts = np.zeros(n)
+    nlev = index.inv_h.size
+    for lev in range(nlev):
+        ka, kb = int(index.level_offset[lev]), int(index.level_offset[lev + 1])
+        if ka == kb:
+            continue
+        keys = index.cell_key[ka:kb]
+        cx = np.floor((x - x0) * index.inv_h[lev]).astype(np.int64)
+        cy = np.floor((y - y0) * index.inv_h[lev]).astype(np.int64)
+        for ox in (-1, 0, 1):
+            for oy in (-1, 0, 1):
+                k = (cx + ox) * KEY_STRIDE + (cy + oy)
+                pos = np.searchsorted(keys, k)
+                found = (pos < keys.size) & (keys[np.minimum(pos, keys.size - 1)] == k)
+                c = ka + np.minimum(pos, keys.size - 1)
+                cb = index.cell_begin[c].astype(np.int64)
+                ce = index.cell_begin[c + 1].astype(np.int64)
+                # e: first position with idx >= lo; s: first with t >= t - tc (in [cb, ce))
+                e = _segment_search(o, cb, ce, lo)
+                s = _segment_search(sorted_t, cb, e, time - tc)
+                counts += np.where(found, e - s, 0)
+    return counts
+
+
+def _segment_search(values: np.ndarray, a: np.ndarray, b: np.ndarray, v: np.ndarray):
+    """Vectorised lower_bound of ``v[i]`` in ``values[a[i]:b[i]]`` (each segment sorted)."""
+    a = a.copy()
+    b = b.copy()
+    while True:
+        active = a < b
+        if not active.any():
+            return a
+        mid = (a + b) // 2
+        midc = np.minimum(mid, values.size - 1)
+        less = active & (values[midc] < v)
+        a = np.where(less, mid + 1, a)
+        b = np.where(active & ~less, mid, b)

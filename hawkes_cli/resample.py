@@ -1,0 +1,126 @@
+"""Cut-posterior location draws: every event uniformly inside its county polygon.
+
+:func:`make_resampler` finds the polygons of a run (config, synthetic grid or the events file's
+record) and each event's polygon code; :class:`LocationStream` draws all N locations at once
+from a random stream that every rank of a chain holds identically, so locations are never
+broadcast. The stream remembers its state before its last draw: that is what a checkpoint
+stores, and :meth:`LocationStream.rewind` plus one draw gives the same locations back.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .config import Config
+from .data import EventData
+from .errors import ConfigError, EventsError
+
+if TYPE_CHECKING:
+    from .geo import PolygonSampler
+
+log = logging.getLogger(__name__)
+
+__all__ = ["LocationStream", "make_resampler"]
+
+
+def make_resampler(config: Config, data: EventData) -> tuple[PolygonSampler, np.ndarray] | None:
+    """The cut-posterior location sampler and each event's polygon code, or None if off.
+
+    Polygons come from ``data.counties`` when set; else from the synthetic grid of simulated
+    data; else from the polygon file ``hawkes-prep`` recorded in the events file (attribute
+    ``counties``), which defaults to the package's 2016 Census counties.
+
+    Returns
+    -------
+    (PolygonSampler, (N,) int array) or None
+        The polygons and the polygon index of each event; None when
+        ``sampler.resample_every`` is 0.
+
+    Raises
+    ------
+    EventsError
+        The events have no ``fips`` column.
+    ConfigError
+        Projected events with the default lon/lat counties.
+    """
+    if config.sampler.resample_every == 0:
+        return None
+    from .geo import PolygonSampler
+    from .simulate import DensityGrid
+
+    if data.fips is None:
+        raise EventsError(
+            f"{data.source}: sampler.resample_every > 0 needs a 'fips' column (each event's "
+            "county); add it or set resample_every: 0"
+        )
+    if config.data.counties is None and "grid_nx" in data.attrs and "bounds" in data.attrs:
+        nx, ny = int(data.attrs["grid_nx"]), int(data.attrs["grid_ny"])
+        grid = DensityGrid(values=np.ones((ny, nx)), bounds=tuple(data.attrs["bounds"]))
+        polys = PolygonSampler.from_grid(grid)
+    else:
+        from .counties import load_polygons
+
+        path = config.data.counties
+        if path is None and data.attrs.get("counties"):
+            path = Path(data.attrs["counties"])
+        if path is None and str(data.attrs.get("crs", "lonlat")) != "lonlat":
+            raise ConfigError(
+                f"{config.source}: {data.source} is in {data.attrs['crs']}, so the default "
+                "lon/lat counties do not fit; set data.counties to polygons in that system "
+                "(hawkes-prep hhs --polygons-out)"
+            )
+        polys = load_polygons(path)[0]
+    return polys, polys.codes(data.fips)
+
+
+class LocationStream:
+    """Draws of all event locations from one random stream (the same on every rank).
+
+    Parameters
+    ----------
+    polygons
+        The polygons events are drawn in.
+    codes : (N,) int
+        Polygon index of each event (:meth:`PolygonSampler.codes`).
+    rng
+        The chain's location stream; advanced by every :meth:`draw`.
+
+    Notes
+    -----
+    Stateful by design (it owns a ``numpy`` generator); its whole state for a checkpoint is
+    :attr:`last_state`.
+    """
+
+    def __init__(
+        self, polygons: PolygonSampler, codes: np.ndarray, rng: np.random.Generator
+    ) -> None:
+        self.polygons = polygons
+        self.codes = codes
+        self.rng = rng
+        self._last_state: dict[str, Any] | None = None
+
+    @property
+    def last_state(self) -> dict[str, Any] | None:
+        """The generator's state before the last :meth:`draw` (None before any draw)."""
+        return self._last_state
+
+    def draw(self) -> tuple[np.ndarray, np.ndarray]:
+        """New locations of all N events, uniform in each event's polygon.
+
+        Returns
+        -------
+        x, y : (N,) float64
+            Coordinates (coordinate units).
+        """
+        self._last_state = self.rng.bit_generator.state
+        return self.polygons.sample(self.codes, self.rng)
+
+    def rewind(self, state: Mapping[str, Any]) -> None:
+        """Set the generator to ``state`` (a :attr:`last_state`): the next :meth:`draw`
+        repeats the draw that followed it."""
+        self.rng.bit_generator.state = dict(state)
