@@ -71,7 +71,10 @@ HAVE_SLURM = _have_slurm()
 
 @pytest.hookimpl(trylast=True)  # after -m/-k deselection: only the tests that will run
 def pytest_collection_modifyitems(config, items):
-    if IN_CI and not HAVE_OPENCL and any("opencl" in item.keywords for item in items):
+    def marked(item, name: str) -> bool:  # a marker, not a word in the test's name or ids
+        return item.get_closest_marker(name) is not None
+
+    if IN_CI and not HAVE_OPENCL and any(marked(item, "opencl") for item in items):
         pytest.exit(f"CI=true and the opencl tier cannot run: {OPENCL_REASON}", returncode=1)
     skip_ocl = pytest.mark.skip(reason=OPENCL_REASON)
     skip_mpi = pytest.mark.skip(reason="mpiexec not on PATH (pip install mpich mpi4py)")
@@ -81,14 +84,30 @@ def pytest_collection_modifyitems(config, items):
         "bash slurm/local-cluster.sh up"
     )
     for item in items:
-        if "opencl" in item.keywords and not HAVE_OPENCL:
+        if marked(item, "opencl") and not HAVE_OPENCL:
             item.add_marker(skip_ocl)
-        if "mpi" in item.keywords and not HAVE_MPIEXEC:
+        if marked(item, "mpi") and not HAVE_MPIEXEC:
             item.add_marker(skip_mpi)
-        if "gpu" in item.keywords:
+        if marked(item, "gpu"):
             item.add_marker(skip_gpu)
-        if "slurm" in item.keywords and not HAVE_SLURM:
+        if marked(item, "slurm") and not HAVE_SLURM:
             item.add_marker(skip_slurm)
+
+
+#: Directory of this interpreter's console scripts (hawkes-run, mpiexec of the mpich wheel).
+BIN = Path(sys.executable).parent
+#: Environment prefixes a test's child process must not inherit: a scheduler's or MPI
+#: launcher's variables (the tests may themselves run under Slurm or mpiexec) and ours.
+_FOREIGN_ENV = ("SLURM_", "PMI_", "PMIX_", "OMPI_", "MPI_LOCAL", "HAWKES_")
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """The environment for a child process: without scheduler, MPI and HAWKES_ variables,
+    with :data:`BIN` first on PATH, plus ``extra``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(_FOREIGN_ENV)}
+    env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
+    env.update(extra)
+    return env
 
 
 def make_events(n: int, *, integer_days: bool, seed: int = 0, lonlat: bool = True):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +14,7 @@ from hawkes_cli.data import EventData, load_events, save_events
 from hawkes_cli.engine import make_likelihood
 from hawkes_cli.model import PARAM_NAMES, Params
 from hawkes_cli.simulate import simulate
+from tests.conftest import clean_env
 
 BIN = Path(sys.executable).parent
 P = Params(mu0=0.45, tau_t=21.0, xi0=0.55, sigma_x=0.15, sigma_t=4.0)
@@ -28,19 +28,14 @@ def script(name: str) -> str:
     return str(path)
 
 
-def _env() -> dict[str, str]:
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("SLURM_", "PMI_", "PMIX_", "OMPI_", "HAWKES_"))
-    }
-    env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
-    return env
-
-
 def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [str(a) for a in args], capture_output=True, text=True, timeout=120, env=_env(), cwd=cwd
+        [str(a) for a in args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=clean_env(),
+        cwd=cwd,
     )
 
 

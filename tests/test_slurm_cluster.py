@@ -15,7 +15,6 @@ Slurm delays a requeued job by two minutes (BeginTime); the tests release it at 
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -33,6 +32,7 @@ from hawkes_cli.model import Params
 from hawkes_cli.rundir import RunDir
 from hawkes_cli.simulate import DensityGrid, simulate
 from hawkes_cli.storage import read_chain, read_sidecar
+from tests.conftest import clean_env
 
 pytestmark = [pytest.mark.slurm, pytest.mark.opencl, pytest.mark.mpi]
 
@@ -43,14 +43,6 @@ TIMEOUT = 180  # seconds for any one wait on the cluster
 BIN = Path(sys.executable).parent
 
 
-def _env() -> dict[str, str]:
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("SLURM_", "PMI_", "PMIX_", "HAWKES_", "MPI_LOCAL"))
-    }
-    env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
-    return env
 
 
 def cli(*args) -> subprocess.CompletedProcess:
@@ -59,7 +51,7 @@ def cli(*args) -> subprocess.CompletedProcess:
         capture_output=True,
         text=True,
         timeout=TIMEOUT,
-        env=_env(),
+        env=clean_env(),
     )
 
 
