@@ -36,7 +36,8 @@ import numpy as np
 from hawkes_cli.config import config_from_yaml_text
 from hawkes_cli.data import EventData, save_events
 from hawkes_cli.model import PARAM_NAMES
-from hawkes_cli.storage import ChainMeta, ChainWriter
+from hawkes_cli.rundir import RunDir
+from hawkes_cli.storage import DRAW_FIELDS, ChainMeta, ChainWriter
 
 HERE = Path(__file__).resolve().parent
 CHAINS = 30
@@ -46,15 +47,6 @@ COMMIT_EVERY = 2_000
 LIMIT_S = 15.0
 COUNTIES = ("36061", "23009", "06037")  # Manhattan, Hancock County ME, Los Angeles
 MEDIANS = {"mu0": 0.0019, "tau_t": 176.4, "xi0": 1.001, "sigma_x": 0.0798, "sigma_t": 19.67}
-FIELDS = (
-    ("iteration", "i8"),
-    ("loglik", "f8"),
-    ("logprior", "f8"),
-    ("accepted", "i1"),
-    ("warmup", "i1"),
-    ("coordinate", "i1"),
-    ("scale", "f8"),
-)
 
 
 def write_run(run_dir: Path, chains: int = CHAINS, draws: int = DRAWS, seed: int = 0) -> float:
@@ -81,7 +73,7 @@ def write_run(run_dir: Path, chains: int = CHAINS, draws: int = DRAWS, seed: int
         base_dir=run_dir,
         where="bench.yaml",
     )
-    (run_dir / "config.yaml").write_text(config.to_yaml())
+    RunDir(run_dir).write_config(config, overwrite=True)
     phi, step = 0.9, 0.02  # log-scale AR(1): ESS about 5% of the draws
     for c in range(chains):
         meta = ChainMeta(
@@ -96,7 +88,7 @@ def write_run(run_dir: Path, chains: int = CHAINS, draws: int = DRAWS, seed: int
             config_sha256=config.sha256,
             kernel_sha256="",
             param_names=PARAM_NAMES,
-            fields=FIELDS,
+            fields=DRAW_FIELDS,
         )
         z = np.zeros((len(PARAM_NAMES), draws))
         e = rng.standard_normal((len(PARAM_NAMES), draws)) * step
@@ -106,11 +98,12 @@ def write_run(run_dir: Path, chains: int = CHAINS, draws: int = DRAWS, seed: int
         coordinate = rng.integers(0, len(PARAM_NAMES), draws)
         accepted = rng.uniform(size=draws) < 0.45
         loglik = -1e6 + rng.normal(0, 3, draws)
-        path = run_dir / "chains" / f"chain-{c:02d}.h5"
+        path = RunDir(run_dir).chain_path(c)
         writer, _ = ChainWriter.open(path, meta, overwrite=True)
         with writer:
             for i in range(draws):
-                row = {p: float(values[j, i]) for j, p in enumerate(PARAM_NAMES)}
+                row = dict.fromkeys((name for name, _ in DRAW_FIELDS), 0)  # fields not set below
+                row.update({p: float(values[j, i]) for j, p in enumerate(PARAM_NAMES)})
                 row.update(
                     iteration=i,
                     loglik=float(loglik[i]),
@@ -167,9 +160,9 @@ def main() -> None:
     tmp = None if args.run_dir is not None else Path(tempfile.mkdtemp(prefix="bench-diagnose-"))
     run_dir = args.run_dir if tmp is None else tmp / "run"
     try:
-        if not (run_dir / "chains" / f"chain-{CHAINS - 1:02d}.h5").exists():
+        if not RunDir(run_dir).chain_path(CHAINS - 1).exists():
             secs = write_run(run_dir)
-            size = sum(p.stat().st_size for p in (run_dir / "chains").glob("*.h5"))
+            size = sum(p.stat().st_size for p in RunDir(run_dir).chains_dir.glob("*.h5"))
             print(f"wrote {CHAINS} chain files x {DRAWS:,} draws ({size / 1e6:.0f} MB) in "
                   f"{secs:.0f} s to {run_dir}")  # fmt: skip
         cmd = [sys.executable, __file__, "--child", str(run_dir)]
