@@ -11,6 +11,10 @@ which receives each call and runs it on their own :class:`ChainRank`, until
 :meth:`DistributedLikelihood.close`. The ranks therefore run the same collective operations in
 the same order, whatever rank 0's sampler does. With one rank nothing is broadcast.
 
+Fast start: the mode search of ``sampler.initial: auto`` evaluates a second likelihood on a
+subsample of the events (:meth:`ChainRank.subsample_loglik`), split over the same ranks, built
+on every rank at its first evaluation and freed by :meth:`ChainRank.end_subsample`.
+
 Stopping: :meth:`ChainRank.boundary_stop` is a float64 allreduce of every rank's own stop flag
 (never rank 0's flag broadcast), so a signal that reaches any rank stops all ranks at the same
 iteration boundary.
@@ -19,7 +23,7 @@ iteration boundary.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from .engine import Likelihood
@@ -32,7 +36,17 @@ log = logging.getLogger(__name__)
 __all__ = ["CALLS", "ChainRank", "DistributedLikelihood", "serve"]
 
 #: The :class:`ChainRank` methods rank 0 may call through the proxy (the replay protocol).
-CALLS: frozenset[str] = frozenset({"loglik", "pin", "redraw_locations", "restore", "boundary_stop"})
+CALLS: frozenset[str] = frozenset(
+    {
+        "loglik",
+        "pin",
+        "redraw_locations",
+        "restore",
+        "boundary_stop",
+        "subsample_loglik",
+        "end_subsample",
+    }
+)
 _CLOSE = "close"
 
 
@@ -55,6 +69,9 @@ class ChainRank:
         The cut-posterior location stream, or None when locations are never redrawn.
     stop
         This rank's stop flag (set by its signal handlers).
+    subsample
+        Builds this rank's share of the fast start's subsample likelihood (collective over
+        ``comm``, the same subsample on every rank); None when the chain has none.
     """
 
     def __init__(
@@ -64,11 +81,16 @@ class ChainRank:
         *,
         locations: LocationStream | None = None,
         stop: SupportsBool | None = None,
+        subsample: Callable[[], Likelihood] | None = None,
     ) -> None:
         self.likelihood = likelihood
         self.comm = comm
         self.locations = locations
         self.stop = stop
+        self._make_subsample = subsample
+        self._subsample: Likelihood | None = None
+        self.subsample_pair_passes = 0
+        """Pair passes the subsample likelihood ran on this rank (kept after it is freed)."""
 
     # --- collective (through the proxy on rank 0, through serve elsewhere) ----------------
     def loglik(self, p: Params) -> float:
@@ -106,6 +128,23 @@ class ChainRank:
             return flag
         return self.comm.allreduce_sum(1.0 if flag else 0.0) > 0.0
 
+    def subsample_loglik(self, p: Params) -> float:
+        """The log-likelihood of the fast start's subsample at ``p`` (unscaled; an allreduce
+        over ranks). The subsample likelihood is built at the first call."""
+        if self._subsample is None:
+            if self._make_subsample is None:
+                raise RuntimeError("this chain has no subsample likelihood")
+            self._subsample = self._make_subsample()
+        before = self._subsample.pair_passes
+        try:
+            return self._subsample.loglik(p)
+        finally:
+            self.subsample_pair_passes += self._subsample.pair_passes - before
+
+    def end_subsample(self) -> None:
+        """Free the subsample likelihood (its device buffers); a later call rebuilds it."""
+        self._subsample = None
+
     # --- local reads (no communication; rank 0 records them) ------------------------------
     @property
     def location_state(self) -> dict[str, Any] | None:
@@ -118,8 +157,15 @@ class ChainRank:
 
     @property
     def pair_passes(self) -> int:
-        """Pair passes (background + trigger) this rank ran so far."""
+        """Pair passes (background + trigger) this rank's chain likelihood ran so far (the
+        subsample's apart: :attr:`subsample_pair_passes`)."""
         return self.likelihood.pair_passes
+
+    @property
+    def tightenings(self) -> int:
+        """Times the truncated trigger's cut-off was tightened so far (the same on every rank:
+        each tightening is a collective decision)."""
+        return self.likelihood.tightenings
 
 
 class DistributedLikelihood:
@@ -174,6 +220,14 @@ class DistributedLikelihood:
     def boundary_stop(self) -> bool:
         """See :meth:`ChainRank.boundary_stop` (collective; each rank reads its own flag)."""
         return self._call("boundary_stop")
+
+    def subsample_loglik(self, p: Params) -> float:
+        """See :meth:`ChainRank.subsample_loglik` (collective)."""
+        return self._call("subsample_loglik", p)
+
+    def end_subsample(self) -> None:
+        """See :meth:`ChainRank.end_subsample`."""
+        self._call("end_subsample")
 
     def close(self) -> None:
         """Release the other ranks from :func:`serve` (once; later calls do nothing)."""

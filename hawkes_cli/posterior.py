@@ -18,14 +18,15 @@ are the coordinate indices of each kind, derived from :data:`PASS_COST`.
 
 The likelihood may be a :class:`~hawkes_cli.engine.Likelihood` or its distributed proxy
 (:class:`~hawkes_cli.distributed.DistributedLikelihood`): anything with ``loglik(Params)`` and
-``pin(Params)``.
+``pin(Params)``. :class:`ScaledLikelihood` is a subsample's log-likelihood scaled to stand in
+for the full data's (the fast start's mode search, :mod:`hawkes_cli.start`).
 """
 
 from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import ClassVar, Protocol
 
@@ -45,6 +46,7 @@ __all__ = [
     "Density",
     "LikelihoodLike",
     "LogPosterior",
+    "ScaledLikelihood",
     "to_params",
     "to_theta",
 ]
@@ -93,6 +95,35 @@ class LikelihoodLike(Protocol):
     def pin(self, p: Params) -> None:
         """Keep the pair sums of ``p`` (the chain's current state) cached."""
         ...
+
+
+@dataclass(frozen=True)
+class ScaledLikelihood:
+    """``factor`` times a log-likelihood: a subsample's, scaled by ``N / n`` so that its
+    curvature stands in for the full data's (:func:`hawkes_cli.start.find_start`).
+
+    Parameters
+    ----------
+    loglik_of
+        The log-likelihood of the subsample (e.g.
+        :meth:`~hawkes_cli.distributed.DistributedLikelihood.subsample_loglik`; collective).
+    factor
+        ``N / n`` (> 0).
+    """
+
+    loglik_of: Callable[[Params], float]
+    factor: float
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.factor) and self.factor > 0):
+            raise ValueError(f"factor must be finite and > 0, got {self.factor!r}")
+
+    def loglik(self, p: Params) -> float:
+        """``factor * loglik_of(p)``."""
+        return self.factor * float(self.loglik_of(p))
+
+    def pin(self, p: Params) -> None:
+        """Nothing to keep (the mode search pins nothing)."""
 
 
 @dataclass(frozen=True)

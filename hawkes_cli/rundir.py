@@ -84,6 +84,11 @@ class Checkpoint:
         State of the cut-posterior location stream before its last draw, or None.
     truncation
         The truncated trigger's cut-off (``{"kappa": ...}``), or None for exact engines.
+    start
+        The fast start's result (:meth:`hawkes_cli.start.StartResult.to_json`: the mode, its
+        curvature, the modes found, what it cost), or None when the chain started from given
+        values. A resumed chain rebuilds its sampler (the tiered kind's jump vectors) from it
+        instead of searching again.
     """
 
     iteration: int
@@ -94,6 +99,7 @@ class Checkpoint:
     finished: bool
     loc_rng: Mapping[str, Any] | None = None
     truncation: Mapping[str, Any] | None = None
+    start: Mapping[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready dict (the ``checkpoint`` member of the commit record)."""
@@ -136,6 +142,7 @@ class Checkpoint:
             finished=need("finished", (bool,), "true or false"),
             loc_rng=optional("loc_rng"),
             truncation=optional("truncation"),
+            start=optional("start"),
         )
 
 

@@ -9,6 +9,7 @@ The pieces it ties together, each with one job:
   collective work (likelihood, pinned pair sums, location draws, stop agreement), replayed by
   the other ranks in :func:`~hawkes_cli.distributed.serve`;
 * :mod:`hawkes_cli.sampler` - the MH kernel (pure ``init``/``step`` over a state);
+* :mod:`hawkes_cli.start` - the fast start of ``sampler.initial: auto``;
 * :class:`~hawkes_cli.resample.LocationStream` - the cut-posterior location draws;
 * :class:`~hawkes_cli.storage.ChainWriter` and :class:`~hawkes_cli.rundir.RunDir` - draws,
   atomic commits with a typed :class:`~hawkes_cli.rundir.Checkpoint`, progress.
@@ -23,14 +24,33 @@ sampler (used by rank 0 only) and one for the cut-posterior location draws (used
 every rank, so locations need no broadcast). Both states go into each checkpoint; a resumed
 chain continues bit-for-bit, whatever the number of ranks or restarts.
 
+Starting a fresh chain. With explicit ``sampler.initial`` values the chain starts at them
+(data-scaled defaults for the others), jittered by its sampler stream. With ``initial: auto``
+(the default) it first finds the posterior mode and its curvature
+(:func:`~hawkes_cli.start.find_start`, searching on the scaled log-likelihood of a subsample
+of ``start_subsample`` events drawn from the root ``SeedSequence(seed)``, so every chain finds
+the same mode), then draws its own over-dispersed start around it from its sampler stream
+(:func:`~hawkes_cli.start.overdispersed_starts`, so R-hat keeps its meaning). The tiered
+sampler starts from the mode's covariance and jumps between the modes found. The result goes
+into every checkpoint, and the start is committed at once (iteration 0, no draws): a resumed
+chain rebuilds the same sampler without searching again.
+
 The current state's density is held once: the sampler state's ``log_target`` and, beside it,
 the :class:`~hawkes_cli.posterior.Density` of the same point (its log-likelihood and log-prior,
 ``log_target`` equal to the state's).
+
+Pair passes. At every iteration boundary the current state's B and E are cached on every rank
+(the tiered kind keeps ``n_cheap + 3`` B arrays, so that an iteration's new ``tau_t`` values
+never evict the current one; after a truncation tightening drops the cached E, the current one
+is recomputed at once). A resumed chain recomputes them before its first iteration (counted
+in :attr:`ChainOutcome.start_passes`, not in a draw's row), so the chain file's
+``pair_passes`` column is the same as that of a chain never stopped.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import math
 import os
@@ -46,13 +66,14 @@ import numpy as np
 from .config import Config
 from .data import EventData, load_events
 from .distributed import ChainRank, DistributedLikelihood, serve
-from .engine import make_likelihood
-from .errors import ConfigError, UsageError
+from .engine import Likelihood, make_likelihood
+from .errors import ConfigError, StorageError, UsageError
 from .parallel import Comm, SerialComm
-from .posterior import Density, LogPosterior, to_theta
+from .posterior import Density, LogPosterior, ScaledLikelihood, to_theta
 from .resample import LocationStream, make_resampler
 from .rundir import Checkpoint, Progress, RunDir
 from .sampler import Sampler, SamplerState, StepInfo, make_sampler
+from .start import StartResult, find_start, overdispersed_starts
 from .storage import DRAW_FIELDS, ChainMeta, ChainWriter
 from .vocab import PARAM_NAMES
 
@@ -67,10 +88,16 @@ __all__ = [
     "make_resampler",
     "resolve_area",
     "run_chain",
+    "subsample_events",
 ]
 
 INIT_JITTER = 0.3  # sd of each chain's random start around the initial values, log scale
 PROGRESS_SECONDS = 2.0
+#: Search starts of ``tau_t`` besides the default (log-spaced from 1 day to the data's span).
+N_TAU_STARTS = 5
+#: Over-dispersed start draws tried (each must have a finite log posterior) before a chain
+#: starts at the mode itself.
+MAX_START_DRAWS = 20
 
 
 class StopFlag:
@@ -110,6 +137,10 @@ class ChainOutcome:
     stopped: bool  # stopped early on request
     pair_passes: int = 0  # O(N^2) passes this call ran on this rank (background + trigger)
     loop_seconds: float = 0.0  # wall time of this call's iterations (set-up excluded)
+    # passes before the first iteration (in pair_passes, in no row): the fast start (chain
+    # likelihood; the subsample's apart) and the first evaluation, or a resume's recomputation
+    # of the current state. With thin 1, pair_passes - start_passes = this call's rows' sum.
+    start_passes: int = 0
 
     @property
     def finished(self) -> bool:
@@ -155,8 +186,9 @@ class ChainSetup:
     area
         Study-region area (coordinate units squared).
     initial
-        Natural-scale starting values by name, before the chain's random jitter (the
-        config's ``sampler.initial`` over :func:`default_initial`).
+        Natural-scale starting values by name: the config's ``sampler.initial`` over
+        :func:`default_initial` (before the chain's random jitter), or with ``initial: auto``
+        :func:`default_initial`, where the mode search starts.
     rank
         This rank's share of the collective work (likelihood rows, location stream, stop
         flag).
@@ -190,11 +222,13 @@ def build_chain(config: Config, chain_id: int, comm: Comm, stop: StopFlag) -> Ch
         This rank's stop flag (read at iteration boundaries).
     """
     model = config.model.kind
+    sc = config.sampler
     data = load_events(config.data.events, need_density=model == 2)
     area = resolve_area(config, data)
-    initial = default_initial(data, area) | dict(config.sampler.initial)
-    likelihood = make_likelihood(
-        data,
+    initial = default_initial(data, area)
+    if not sc.fast_start:
+        initial |= dict(sc.initial)
+    engine_options: dict[str, Any] = dict(
         model=model,
         area=area,
         engine=config.engine.backend,
@@ -207,13 +241,21 @@ def build_chain(config: Config, chain_id: int, comm: Comm, stop: StopFlag) -> Ch
         # the truncated trigger's uneven row work is balanced at the initial lengthscales
         balance=(initial["sigma_x"], initial["sigma_t"]),
     )
+    likelihood = make_likelihood(data, **engine_options)
+    if sc.kind == "tiered":  # a new tau_t per cheap move and jump: keep the current B
+        likelihood.background_cache_size = sc.n_cheap + 3
+    subsample = None
+    if sc.fast_start and data.n > sc.start_subsample:
+        subsample = functools.partial(
+            _subsample_likelihood, data, sc.start_subsample, sc.seed, engine_options
+        )
     resampler = make_resampler(config, data)
-    seq = np.random.SeedSequence(config.sampler.seed, spawn_key=(chain_id,))
+    seq = np.random.SeedSequence(sc.seed, spawn_key=(chain_id,))
     mcmc_seq, loc_seq = seq.spawn(2)
     locations = None
     if resampler is not None:
         locations = LocationStream(*resampler, rng=np.random.default_rng(loc_seq))
-    rank = ChainRank(likelihood, comm, locations=locations, stop=stop)
+    rank = ChainRank(likelihood, comm, locations=locations, stop=stop, subsample=subsample)
     return ChainSetup(
         config=config,
         chain_id=chain_id,
@@ -223,6 +265,40 @@ def build_chain(config: Config, chain_id: int, comm: Comm, stop: StopFlag) -> Ch
         rank=rank,
         rng=np.random.default_rng(mcmc_seq),
     )
+
+
+def subsample_events(data: EventData, n: int, seed: int) -> EventData:
+    """``n`` events of ``data`` drawn without replacement, in time order.
+
+    Drawn from the run's root ``SeedSequence(seed)`` (chains use its children), so every chain
+    and every rank draws the same subsample.
+    """
+    rng = np.random.default_rng(np.random.SeedSequence(seed))
+    idx = np.sort(rng.choice(data.n, size=n, replace=False))
+
+    def pick(values: np.ndarray | None) -> np.ndarray | None:
+        return None if values is None else values[idx]
+
+    return EventData(
+        time=data.time[idx],
+        x=data.x[idx],
+        y=data.y[idx],
+        density=pick(data.density),
+        fips=pick(data.fips),
+        attrs=data.attrs,
+        source=f"{data.source} (subsample of {n} events)",
+    )
+
+
+def _subsample_likelihood(
+    data: EventData, n: int, seed: int, engine_options: Mapping[str, Any]
+) -> Likelihood:
+    """This rank's share of the likelihood of :func:`subsample_events` (collective over the
+    chain's ranks), with the chain's engine settings and observation window."""
+    options = dict(engine_options)
+    if options.get("window_end") is None:  # the full data's window, not the subsample's
+        options["window_end"] = float(data.time[-1])
+    return make_likelihood(subsample_events(data, n, seed), **options)
 
 
 def run_chain(
@@ -295,31 +371,65 @@ def _drive(
     on_progress: Callable[[dict], None] | None,
 ) -> ChainOutcome:
     """Rank 0: open the chain file, start or resume, run the loop."""
-    posterior = LogPosterior.from_mapping(likelihood, setup.config.priors)
-    sampler = _make_sampler(setup.config, posterior)
-    path = RunDir.of(setup.config).chain_path(setup.chain_id)
+    config, rank = setup.config, setup.rank
+    posterior = LogPosterior.from_mapping(likelihood, config.priors)
+    path = RunDir.of(config).chain_path(setup.chain_id)
     path.parent.mkdir(parents=True, exist_ok=True)
     writer, payload = ChainWriter.open(path, _chain_meta(setup), overwrite=overwrite)
     try:
+        passes0 = rank.pair_passes
         if payload is not None:
-            checkpoint = Checkpoint.from_json(payload, f"checkpoint of {path}")
-            state, current = _resume(setup, likelihood, checkpoint)
-            start = checkpoint.iteration
-            log.info("chain %d: resuming at iteration %d", setup.chain_id, start)
+            where = f"checkpoint of {path}"
+            checkpoint = Checkpoint.from_json(payload, where)
+            start = _start_result(checkpoint, where)
+            sampler = _make_sampler(config, posterior, start)
+            state, current = _resume(setup, likelihood, posterior, checkpoint)
+            first = checkpoint.iteration
+            log.info("chain %d: resuming at iteration %d", setup.chain_id, first)
         else:
-            state, current = _start(setup, posterior, sampler)
-            start = 0
-        loop = _Loop(setup, likelihood, posterior, sampler, writer, stop, on_progress)
-        return loop.run(state, current, start)
+            start = _fast_start(setup, likelihood, posterior) if config.sampler.fast_start else None
+            sampler = _make_sampler(config, posterior, start)
+            state, current = _start(setup, posterior, sampler, start)
+            first = 0
+        loop = _Loop(setup, likelihood, posterior, sampler, writer, stop, on_progress, start)
+        if payload is None and start is not None:
+            loop.commit(state, current, 0)  # the search is never repeated
+        return loop.run(state, current, first, rank.pair_passes - passes0)
     finally:
         writer.close()
 
 
-def _make_sampler(config: Config, posterior: LogPosterior) -> Sampler:
-    """The config's MH kernel over the posterior's coordinates; the ``tiered`` kind is told
-    which coordinates are cheap (:attr:`LogPosterior.cheap`: no trigger pass)."""
+def _start_result(checkpoint: Checkpoint, where: str) -> StartResult | None:
+    """The fast start recorded in ``checkpoint`` (None when the chain had none)."""
+    if checkpoint.start is None:
+        return None
+    try:
+        return StartResult.from_json(checkpoint.start)
+    except ValueError as exc:
+        raise StorageError(
+            f"{where}: checkpoint member 'start' is damaged ({exc}); restore it, or start over "
+            "with --overwrite"
+        ) from exc
+
+
+def _make_sampler(
+    config: Config, posterior: LogPosterior, start: StartResult | None = None
+) -> Sampler:
+    """The config's MH kernel over the posterior's coordinates.
+
+    The ``tiered`` kind is told which coordinates are cheap (:attr:`LogPosterior.cheap`: no
+    trigger pass), gets ``n_cheap`` and ``jump_prob``, and jumps between the modes the fast
+    start found (``start``).
+    """
     sc = config.sampler
-    options = {"cheap": posterior.cheap} if sc.kind == "tiered" else {}
+    options: dict[str, Any] = {}
+    if sc.kind == "tiered":
+        options = {
+            "cheap": posterior.cheap,
+            "n_cheap": sc.n_cheap,
+            "jump_prob": sc.jump_prob,
+            "jump_vectors": () if start is None else start.jump_vectors(),
+        }
     return make_sampler(
         sc.kind,
         len(posterior.names),
@@ -329,32 +439,126 @@ def _make_sampler(config: Config, posterior: LogPosterior) -> Sampler:
     )
 
 
-def _start(
-    setup: ChainSetup, posterior: LogPosterior, sampler: Sampler
-) -> tuple[SamplerState, Density]:
-    """A fresh chain: the initial values jittered by the sampler stream, evaluated."""
-    theta0 = to_theta(setup.initial)
-    theta0 = theta0 + INIT_JITTER * setup.rng.standard_normal(len(PARAM_NAMES))
-    current = posterior.evaluate(theta0)
-    if not current.finite:
-        raise ConfigError(
-            f"{setup.config.source}: the log posterior is not finite at the initial values "
-            f"{dict(zip(PARAM_NAMES, np.exp(theta0).round(6).tolist(), strict=True))}; "
-            "set sampler.initial"
+def _fast_start(
+    setup: ChainSetup, likelihood: DistributedLikelihood, posterior: LogPosterior
+) -> StartResult:
+    """``initial: auto``: the posterior mode and its curvature (the same for every chain).
+
+    Searched from :func:`default_initial` and from ``tau_t`` log-spaced from 1 day to the data's
+    span, on the log-likelihood of a subsample scaled by ``N / n`` (on the chain's own
+    posterior when the data have at most ``start_subsample`` events); curvature and polish on
+    the full posterior. Every evaluation is collective.
+    """
+    config, data, rank = setup.config, setup.data, setup.rank
+    n_sub = min(data.n, config.sampler.start_subsample)
+    search = posterior
+    if n_sub < data.n:
+        search = LogPosterior(
+            ScaledLikelihood(likelihood.subsample_loglik, data.n / n_sub), posterior.priors
         )
+    span = float(data.time[-1] - data.time[0])
+    tau_starts = np.log(np.geomspace(1.0, span, N_TAU_STARTS)) if span > 1.0 else ()
+    passes0, sub_passes0 = rank.pair_passes, rank.subsample_pair_passes
+    try:
+        result = find_start(
+            posterior,
+            to_theta(setup.initial),
+            subsample_log_post=search,
+            tau_index=PARAM_NAMES.index("tau_t"),
+            tau_starts=tau_starts,
+        )
+    except ValueError as exc:
+        raise ConfigError(
+            f"{config.source}: the fast start (sampler.initial: auto) found no point with a "
+            f"finite log posterior ({exc}); set sampler.initial to starting values"
+        ) from exc
+    finally:
+        if search is not posterior:
+            likelihood.end_subsample()
+    log.info(
+        "chain %d: fast start in %.1f s: search %d evaluations on %s, curvature %d on the full "
+        "data; pair passes %d on the subsample, %d on the full data; %d mode(s), curvature "
+        "from %s; mode %s, log posterior %.6g",
+        setup.chain_id,
+        result.seconds,
+        result.n_sub_evals,
+        f"a subsample of {n_sub} events" if search is not posterior else "the full data",
+        result.n_full_evals,
+        rank.subsample_pair_passes - sub_passes0,
+        rank.pair_passes - passes0,
+        len(result.modes),
+        result.hessian,
+        _natural(result.theta),
+        result.log_post,
+    )
+    return result
+
+
+def _natural(theta: Any) -> dict[str, float]:
+    """Natural-scale values by name of log-parameters ``theta``, rounded for messages."""
+    values = np.exp(np.asarray(theta, dtype=float))
+    return {n: float(f"{v:.6g}") for n, v in zip(PARAM_NAMES, values, strict=True)}
+
+
+def _start(
+    setup: ChainSetup, posterior: LogPosterior, sampler: Sampler, start: StartResult | None
+) -> tuple[SamplerState, Density]:
+    """A fresh chain's first state, from the sampler stream.
+
+    Without a fast start: the initial values jittered. With one: an over-dispersed draw
+    around the mode (:func:`overdispersed_starts`; redrawn while the log posterior is not
+    finite, at most :data:`MAX_START_DRAWS` times, then the mode itself); the tiered sampler
+    starts from the mode's covariance.
+    """
+    if start is None:
+        theta0 = to_theta(setup.initial)
+        theta0 = theta0 + INIT_JITTER * setup.rng.standard_normal(len(PARAM_NAMES))
+        current = posterior.evaluate(theta0)
+        if not current.finite:
+            raise ConfigError(
+                f"{setup.config.source}: the log posterior is not finite at the initial values "
+                f"{_natural(theta0)}; set sampler.initial"
+            )
+        return sampler.init(theta0, current.log_target), current
+    for _ in range(MAX_START_DRAWS):
+        theta0 = overdispersed_starts(start, 1, setup.rng)[0]
+        current = posterior.evaluate(theta0)
+        if current.finite:
+            break
+    else:
+        log.warning(
+            "chain %d: no over-dispersed start with a finite log posterior in %d draws; "
+            "starting at the mode",
+            setup.chain_id,
+            MAX_START_DRAWS,
+        )
+        theta0 = np.asarray(start.theta, dtype=float)
+        current = posterior.evaluate(theta0)
+    log.info("chain %d: starting at %s", setup.chain_id, _natural(theta0))
+    if sampler.kind == "tiered":
+        return sampler.init(theta0, current.log_target, cov=start.cov_matrix), current
     return sampler.init(theta0, current.log_target), current
 
 
 def _resume(
-    setup: ChainSetup, likelihood: DistributedLikelihood, checkpoint: Checkpoint
+    setup: ChainSetup,
+    likelihood: DistributedLikelihood,
+    posterior: LogPosterior,
+    checkpoint: Checkpoint,
 ) -> tuple[SamplerState, Density]:
-    """Continue from ``checkpoint``: sampler state, both random streams, truncation cut-off."""
+    """Continue from ``checkpoint``: sampler state, both random streams, truncation cut-off.
+
+    The current state's B and E are recomputed (their values are not used: the state's
+    density is the checkpoint's), so that the iterations run the passes of a chain never
+    stopped.
+    """
     setup.rng.bit_generator.state = dict(checkpoint.rng)
     state = SamplerState.from_json(checkpoint.sampler)
     likelihood.restore(
         None if checkpoint.loc_rng is None else dict(checkpoint.loc_rng),
         None if checkpoint.truncation is None else dict(checkpoint.truncation),
     )
+    posterior.evaluate(state.theta)
     return state, Density(state.log_target, checkpoint.loglik, checkpoint.logprior)
 
 
@@ -389,6 +593,7 @@ class _Loop:
         writer: ChainWriter,
         stop: StopFlag,
         on_progress: Callable[[dict], None] | None,
+        start: StartResult | None = None,
     ) -> None:
         self.setup = setup
         self.likelihood = likelihood
@@ -397,15 +602,21 @@ class _Loop:
         self.writer = writer
         self.stop = stop
         self.on_progress = on_progress
+        self.start = None if start is None else start.to_json()
 
-    def run(self, state: SamplerState, current: Density, start: int) -> ChainOutcome:
-        """Iterations ``start`` .. the end (or a stop), committing every ``commit_every``."""
-        setup, writer = self.setup, self.writer
+    def run(
+        self, state: SamplerState, current: Density, first: int, start_passes: int = 0
+    ) -> ChainOutcome:
+        """Iterations ``first`` .. the end (or a stop), committing every ``commit_every``.
+
+        ``start_passes``: the pair passes this call ran before (reported in the outcome).
+        """
+        setup, writer, rank = self.setup, self.writer, self.setup.rank
         cfg, sc = setup.config, setup.config.sampler
         progress = _Progress(
-            setup.chain_id, sc.iterations, start, cfg.output.run_dir, self.on_progress
+            setup.chain_id, sc.iterations, first, cfg.output.run_dir, self.on_progress
         )
-        it = start
+        it = first
         stopped = False
         t0 = time.perf_counter()
         while it < sc.iterations:
@@ -413,6 +624,7 @@ class _Loop:
             if self.likelihood.boundary_stop():
                 stopped = True
                 break
+            passes, tightenings = rank.pair_passes, rank.tightenings
             if sc.resample_every and it > 0 and it % sc.resample_every == 0:
                 self.likelihood.redraw_locations()
                 current = self.posterior.evaluate(state.theta)
@@ -420,21 +632,27 @@ class _Loop:
             tape = _Tape(self.posterior)
             state, info = self.sampler.step(state, tape, setup.rng, adapt=it < sc.warmup)
             current = tape.after(info, current)
+            if rank.tightenings != tightenings:
+                # the tightening dropped the cached E: recompute the current state's now (its
+                # value is not used), so every boundary holds the current B and E
+                self.posterior.evaluate(state.theta)
             if it % sc.thin == 0:
-                writer.append(self._row(it, state, current, info))
+                row = self._row(it, state, current, info, rank.pair_passes - passes)
+                writer.append(row)
             it += 1
             progress.step(info.accepted, current.loglik, writer.n_committed)
             if writer.n_pending >= cfg.output.commit_every:
-                self._commit(state, current, it)
-        self._commit(state, current, it)
+                self.commit(state, current, it)
+        self.commit(state, current, it)
         outcome = ChainOutcome(
             setup.chain_id,
             it,
             sc.iterations,
             writer.n_committed,
             stopped,
-            setup.rank.pair_passes,
+            rank.pair_passes,
             time.perf_counter() - t0,
+            start_passes,
         )
         progress.write(current.loglik, writer.n_committed, "stopped" if stopped else "finished")
         if stopped:
@@ -449,9 +667,10 @@ class _Loop:
         return outcome
 
     def _row(
-        self, it: int, state: SamplerState, current: Density, info: StepInfo
+        self, it: int, state: SamplerState, current: Density, info: StepInfo, passes: int
     ) -> dict[str, float | int]:
-        """One row of the chain file (natural-scale parameters, then :data:`DRAW_FIELDS`)."""
+        """One row of the chain file (natural-scale parameters, then :data:`DRAW_FIELDS`);
+        ``passes``: the pair passes of the iteration (rank 0's chain likelihood)."""
         row: dict[str, float | int] = dict(
             zip(PARAM_NAMES, np.exp(state.theta).tolist(), strict=True)
         )
@@ -463,10 +682,14 @@ class _Loop:
             warmup=int(it < self.setup.config.sampler.warmup),
             coordinate=info.coordinate,
             scale=info.proposal_scale,
+            pair_passes=passes,
+            n_proposals=info.n_proposals,
+            n_accepted=info.n_accepted,
+            jump=int(info.jump_accepted) if info.jump_proposed else -1,
         )
         return row
 
-    def _commit(self, state: SamplerState, current: Density, iteration: int) -> None:
+    def commit(self, state: SamplerState, current: Density, iteration: int) -> None:
         """Make the buffered draws and the checkpoint at ``iteration`` durable together."""
         rank = self.setup.rank
         checkpoint = Checkpoint(
@@ -478,6 +701,7 @@ class _Loop:
             loglik=current.loglik,
             logprior=current.logprior,
             finished=iteration >= self.setup.config.sampler.iterations,
+            start=self.start,
         )
         self.writer.commit(checkpoint.to_json())
 

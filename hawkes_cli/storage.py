@@ -70,6 +70,12 @@ SCHEMA_VERSION = 1
 
 #: The chain file's per-draw datasets besides the parameters (name, numpy dtype): the schema
 #: every writer (the runner) and reader (diagnostics, tests) imports from here.
+#: What each iteration proposed and cost: ``pair_passes`` (pair passes, background and
+#: trigger, rank 0's likelihood ran in the iteration, a location redraw included),
+#: ``n_proposals`` and ``n_accepted`` (log-density calls and accepted moves), ``jump`` (the
+#: tiered sampler's mode jump: -1 not proposed, 0 rejected, 1 accepted). A reader takes a file's
+#: own field list (files written before these fields stay readable); a writer resumes only a
+#: file with exactly these.
 DRAW_FIELDS: tuple[tuple[str, str], ...] = (
     ("iteration", "i8"),
     ("loglik", "f8"),
@@ -78,6 +84,10 @@ DRAW_FIELDS: tuple[tuple[str, str], ...] = (
     ("warmup", "i1"),
     ("coordinate", "i1"),
     ("scale", "f8"),
+    ("pair_passes", "i4"),
+    ("n_proposals", "i2"),
+    ("n_accepted", "i2"),
+    ("jump", "i1"),
 )
 
 CHUNK_ROWS = 1024
@@ -575,22 +585,39 @@ def _create_file(
 
 
 def _check_resume(attrs: Mapping[str, Any], meta: ChainMeta, path: Path) -> None:
-    """Refuse to resume a chain file written for another chain or config."""
+    """Refuse to resume a chain file written for another chain, layout or config.
+
+    The layout (datasets) is checked before the config: a file of an older version of the
+    package has both another layout and another resolved config, and the layout is the reason
+    it can never be continued.
+    """
     if attrs["chain_id"] != meta.chain_id:
         raise StorageError(
             f"{path} belongs to chain {attrs['chain_id']}, not chain {meta.chain_id}; "
             "use a new run_dir or pass --overwrite"
+        )
+    if attrs["param_names"] != meta.param_names or attrs["fields"] != meta.fields:
+        have = [n for n, _ in attrs["fields"]]
+        want = [n for n, _ in meta.fields]
+        missing = [n for n in want if n not in have]
+        extra = [n for n in have if n not in want]
+        detail = "".join(
+            f"; {what}: {', '.join(names)}"
+            for what, names in (("missing", missing), ("not expected", extra))
+            if names
+        )
+        raise StorageError(
+            f"{path} stores datasets {list(attrs['param_names'])} + {have}, expected "
+            f"{list(meta.param_names)} + {want}{detail}: it was written with another draw "
+            "layout (another version of hawkes_cli) and cannot be continued; its draws stay "
+            "readable (hawkes-diagnose). Start a new run_dir, or pass --overwrite to discard "
+            "its draws"
         )
     if attrs["config_sha256"] != meta.config_sha256:
         raise StorageError(
             f"{path} was written with a different config (sha256 {attrs['config_sha256']}, "
             f"now {meta.config_sha256}); use a new run_dir, or pass --overwrite to discard "
             "its draws"
-        )
-    if attrs["param_names"] != meta.param_names or attrs["fields"] != meta.fields:
-        raise StorageError(
-            f"{path} stores datasets {attrs['param_names']} + {attrs['fields']}, expected "
-            f"{meta.param_names} + {meta.fields}; use a new run_dir or pass --overwrite"
         )
     for key in ("kernel_sha256", "package_version"):
         if attrs.get(key) != getattr(meta, key):

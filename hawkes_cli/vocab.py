@@ -14,9 +14,10 @@ PARAM_NAMES: tuple[str, ...] = ("mu0", "tau_t", "xi0", "sigma_x", "sigma_t")
 MODELS: tuple[int, ...] = (1, 2)
 
 #: MCMC sampler kinds (``sampler.kind``): ``univariate`` and ``block`` reproduce the paper,
-#: ``tiered`` spends one trigger pass per iteration and many cheap moves (no pair pass).
+#: ``tiered`` (the default) spends one trigger pass per iteration and many cheap moves (no
+#: trigger pass).
 SAMPLER_KINDS: tuple[str, ...] = ("univariate", "block", "tiered")
-DEFAULT_SAMPLER = "univariate"
+DEFAULT_SAMPLER = "tiered"
 
 #: Likelihood engines (``engine.backend`` / ``loglik --engine``); ``opencl`` is the default of
 #: MCMC runs, ``reference`` is numpy float64 straight from the formulas.

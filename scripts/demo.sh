@@ -8,10 +8,12 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 export PATH="$PWD/.venv/bin:$PATH"
 params=(--param mu0=0.5 --param tau_t=30 --param xi0=0.5 --param sigma_x=0.2 --param sigma_t=5)
-if [ ! -f demo/events.h5 ]; then
+if [ ! -f demo/events.h5 ] || ! grep -q integer-days demo/.made-by 2>/dev/null; then
     mkdir -p demo
+    rm -rf runs/demo  # chains of earlier demo data (or an older chain-file layout) start afresh
     hawkes-prep simulate --out demo/events.h5 --model 2 --grid 10 10 --n-background 2000 \
-        --t-end 365 --seed 1 "${params[@]}"
+        --t-end 365 --integer-days --seed 1 "${params[@]}"
+    echo "hawkes-prep simulate --integer-days" > demo/.made-by
 fi
 hawkes-run devices
 for engine in "reference float64" "opencl float64" "opencl float32"; do

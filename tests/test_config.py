@@ -65,13 +65,10 @@ def test_minimal_config_fills_every_default(tmp_path):
     assert cfg.model.kind == 1
     assert dict(cfg.priors) == {name: DEFAULT_PRIOR for name in PARAM_NAMES}
     s = cfg.sampler
-    assert (s.kind, s.iterations, s.warmup, s.thin, s.seed) == ("univariate", 20000, 1000, 1, 1)
-    assert (s.resample_every, s.target_accept, dict(s.initial), s.initial_scale) == (
-        0,
-        None,
-        {},
-        0.1,
-    )
+    assert (s.kind, s.iterations, s.warmup, s.thin, s.seed) == ("tiered", 20000, 1000, 1, 1)
+    assert (s.resample_every, s.target_accept, s.initial, s.initial_scale) == (0, None, "auto", 0.1)
+    assert (s.n_cheap, s.jump_prob, s.start_subsample) == (10, 0.2, 20000)
+    assert s.fast_start
     assert cfg.chains == ChainsConfig(count=4, gpus_per_chain=1, chains_per_node=1, gpus_per_node=8)
     assert (cfg.engine.backend, cfg.engine.precision, cfg.engine.device) == (
         "opencl",
@@ -106,6 +103,35 @@ def test_default_warmup_is_a_tenth_capped_at_1000(tmp_path, iterations, warmup):
 def test_sampler_config_default_warmup_matches_the_loader(tmp_path):
     assert SamplerConfig() == from_text("data: {events: ev.h5}\n", tmp_path).sampler
     assert SamplerConfig(iterations=50, warmup=0).warmup == 0
+
+
+def test_initial_is_auto_or_starting_values(tmp_path):
+    """``auto`` (the default, also for null) asks for the fast start; any mapping, even an
+    empty one, is explicit starting values (no fast start, as before ``auto`` existed)."""
+    for body in ("", "sampler: {initial: null}\n", "sampler: {initial: auto}\n"):
+        s = from_text("data: {events: ev.h5}\n" + body, tmp_path).sampler
+        assert s.initial == "auto" and s.fast_start, body
+    explicit = from_text(with_section("sampler", "initial: {mu0: 0.5}"), tmp_path).sampler
+    assert dict(explicit.initial) == {"mu0": 0.5} and not explicit.fast_start
+    empty = from_text(with_section("sampler", "initial: {}"), tmp_path).sampler
+    assert dict(empty.initial) == {} and not empty.fast_start
+    # both forms survive the resolved YAML
+    for cfg in (from_text("data: {events: ev.h5}\n", tmp_path), from_text(
+            with_section("sampler", "initial: {sigma_t: 5}"), tmp_path)):  # fmt: skip
+        assert from_text(cfg.to_yaml(), tmp_path) == cfg
+
+
+def test_tiered_settings_are_read(tmp_path):
+    s = from_text(
+        with_section("sampler", "kind: tiered, n_cheap: 3, jump_prob: 1, start_subsample: 500"),
+        tmp_path,
+    ).sampler
+    assert (s.n_cheap, s.jump_prob, s.start_subsample) == (3, 1.0, 500)
+    assert isinstance(s.jump_prob, float)
+    # no cheap moves is fine while mode jumps still move the cheap block, and for other kinds
+    assert from_text(with_section("sampler", "n_cheap: 0"), tmp_path).sampler.n_cheap == 0
+    other = with_section("sampler", "kind: block, n_cheap: 0, jump_prob: 0")
+    assert from_text(other, tmp_path).sampler.kind == "block"
 
 
 def test_null_takes_the_default(tmp_path):
@@ -339,7 +365,15 @@ def test_bool_is_not_an_int(tmp_path, section, key):
         ("sampler", "target_accept: '0.3'", r"sampler\.target_accept: .*\(a string"),
         ("sampler", "initial_scale: 0", r"sampler\.initial_scale: expected a number > 0"),
         ("sampler", "initial_scale: .nan", r"sampler\.initial_scale: expected a number > 0"),
-        ("sampler", "initial: [1, 2]", r"sampler\.initial: expected a mapping"),
+        ("sampler", "initial: [1, 2]", r"sampler\.initial: expected 'auto' \(.*\) or a mapping"),
+        ("sampler", "initial: Auto", r"sampler\.initial: expected 'auto' .*got 'Auto' \(a string"),
+        ("sampler", "initial: 5", r"sampler\.initial: expected 'auto' .*got 5 \(an integer"),
+        ("sampler", "n_cheap: -1", r"sampler\.n_cheap: expected an integer in \[0, 1000\]"),
+        ("sampler", "n_cheap: 1001", r"sampler\.n_cheap: expected an integer in \[0, 1000\]"),
+        ("sampler", "n_cheap: 0, jump_prob: 0", r"sampler\.n_cheap: expected an integer >= 1 wh"),
+        ("sampler", "jump_prob: 1.5", r"sampler\.jump_prob: expected a number in \[0, 1\]"),
+        ("sampler", "jump_prob: -0.1", r"sampler\.jump_prob: expected a number in \[0, 1\]"),
+        ("sampler", "start_subsample: 99", r"sampler\.start_subsample: expected an integer >= 100"),
         ("sampler", "initial: {mu0: -1}", r"sampler\.initial\.mu0: expected a number > 0"),
         ("sampler", "initial: {mu0: true}", r"sampler\.initial\.mu0: expected a number > 0"),
         ("model", "kind: 3", r"model\.kind: expected one of 1, 2, got 3"),
@@ -484,8 +518,10 @@ def test_resolved_yaml_format_is_stable():
     mini = config_from_yaml_text(
         "data: {events: ev.h5}\n", base_dir=Path("/cfg"), where="mini.yaml"
     )
-    assert full.sha256 == "0a883347850fcf8841aa20e9daa5fb2a958794ad7bfcb961b3bea2641fbd8006"
-    assert mini.sha256 == "afb96099e30d0016f03d28858237740bc490ea5a1d2c50d8bebc8c6a707c3c3d"
+    # changed on purpose with the tiered default (kind, initial: auto, n_cheap, jump_prob,
+    # start_subsample): chain files of earlier versions are refused on resume anyway
+    assert full.sha256 == "7631e004f0ddc34337393a79b4c4c25cf21e738c34bf6bc02576e22182169e4a"
+    assert mini.sha256 == "4875d281c149f0325013a3117c86fb326fbe1c2bff7143bff237f422ef5e69fe"
 
 
 def test_round_trip_through_config_from_mapping(tmp_path):
@@ -563,12 +599,14 @@ def test_demo_config_values():
     assert cfg.model.kind == 2
     s = cfg.sampler
     assert (s.kind, s.iterations, s.warmup, s.thin, s.resample_every) == (
-        "univariate",
-        4000,
-        1000,
+        "tiered",
+        2500,
+        750,
         1,
         0,
     )
+    assert s.fast_start and (s.n_cheap, s.jump_prob) == (10, 0.2)
+    assert s.warmup >= 750  # the tiered sampler's adaptation windows end at 50, 150, 350, 750
     assert (cfg.chains.count, cfg.chains.gpus_per_chain) == (4, 1)
     assert (cfg.engine.backend, cfg.engine.precision) == ("opencl", "float32")
     assert cfg.output.run_dir == REPO / "runs" / "demo"
@@ -582,6 +620,7 @@ def test_covid_configs_match_the_paper(kind):
     assert cfg.data.events == REPO / "data" / "cases.h5"
     assert cfg.data.counties is None
     assert (cfg.sampler.iterations, cfg.sampler.warmup) == (20000, 1000)
+    assert cfg.sampler.kind == "tiered" and cfg.sampler.fast_start
     assert cfg.chains == ChainsConfig(
         count=30, gpus_per_chain=4, chains_per_node=2, gpus_per_node=8
     )

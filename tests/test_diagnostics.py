@@ -74,8 +74,10 @@ def write_chain(
     thin: int = 1,
     model: int = 1,
     accepted: np.ndarray | None = None,
+    fields: tuple[tuple[str, str], ...] = FIELDS,
 ) -> Path:
-    """Write a finished chain file with the given draws (rows include warm-up)."""
+    """Write a finished chain file with the given draws (rows include warm-up) and per-draw
+    ``fields`` (a subset of :data:`FIELDS`, e.g. an older file's)."""
     n = len(values[PARAMS[0]])
     path = run_dir / "chains" / f"chain-{chain_id:02d}.h5"
     meta = ChainMeta(
@@ -90,13 +92,15 @@ def write_chain(
         config_sha256=config[1],
         kernel_sha256="",
         param_names=PARAMS,
-        fields=FIELDS,
+        fields=fields,
     )
     acc = np.ones(n, dtype=int) if accepted is None else accepted
+    keep = set(PARAMS) | {name for name, _ in fields}
     writer, _ = ChainWriter.open(path, meta)
     with writer:
         for i in range(n):
-            writer.append(_row(values, i, i * thin, warmup, int(acc[i])))
+            row = _row(values, i, i * thin, warmup, int(acc[i]))
+            writer.append({k: v for k, v in row.items() if k in keep})
         writer.commit({"iteration": n * thin, "finished": True})
     return path
 
@@ -111,6 +115,10 @@ def _row(values, i: int, iteration: int, warmup: int, accepted: int = 1) -> dict
         warmup=int(iteration < warmup),
         coordinate=i % 5,
         scale=0.1,
+        pair_passes=1,
+        n_proposals=1,
+        n_accepted=accepted,
+        jump=-1,
     )
     return row
 
@@ -188,6 +196,18 @@ def test_values_equal_arviz_on_the_same_draws(tmp_path):
     assert report.status == "ok", report.verdicts
     assert exit_code(report) == 0
     assert {v.code for v in report.verdicts} >= {"rhat", "ess"}
+
+
+def test_chain_files_of_the_older_field_list_are_diagnosed(tmp_path):
+    """Files written before the per-iteration cost fields (pair_passes, n_proposals,
+    n_accepted, jump) are read with their own field list, with the same numbers."""
+    rng = np.random.default_rng(1)
+    chains = [iid_values(rng, WARMUP + 400) for _ in range(2)]
+    old = diagnose(make_run(tmp_path / "old", chains, fields=FIELDS[:7]))
+    new = diagnose(make_run(tmp_path / "new", chains))
+    assert old.status == new.status == "ok"
+    for name in PARAMS:
+        assert old.row(name) == new.row(name)
 
 
 def test_time_unit_weeks_has_no_week_rows(tmp_path):

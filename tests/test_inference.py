@@ -3,7 +3,10 @@
 For each sampler and model, one chain on about 2,000 events simulated with known parameters;
 the 95% central posterior interval (after warm-up) of xi0, sigma_x and sigma_t must cover the
 truth. (mu0 and tau_t have no "true" value: the model's background is a kernel smoother of the
-events, not the generating process.) Seeds are fixed, so the checks are deterministic.
+events, not the generating process.) Seeds are fixed, so the checks are deterministic. Every
+chain starts with the default fast start (``initial: auto``); the tiered sampler (the default
+kind) runs fewer iterations, as each of its iterations moves the expensive block once and the
+cheap block ``n_cheap`` times (its adaptation windows end at 50, 150, 350 and 750).
 """
 
 from __future__ import annotations
@@ -31,8 +34,12 @@ TRUTH = {
 }
 
 
+#: (iterations, warm-up) per sampler.
+LENGTHS = {"univariate": (4000, 1500), "block": (4000, 1500), "tiered": (2000, 750)}
+
+
 @pytest.mark.parametrize("model", [1, 2])
-@pytest.mark.parametrize("sampler", ["univariate", "block"])
+@pytest.mark.parametrize("sampler", ["univariate", "block", "tiered"])
 def test_posterior_intervals_cover_truth(tmp_path, model, sampler):
     truth = TRUTH[model]
     grid = DensityGrid.log_uniform(BOUNDS, 8, 8, 1.0, 100.0, seed=11)
@@ -40,10 +47,11 @@ def test_posterior_intervals_cover_truth(tmp_path, model, sampler):
                     seed=99 + model, grid=grid)  # fmt: skip
     events = tmp_path / "events.h5"
     save_events(data, events)
+    iterations, warmup = LENGTHS[sampler]
     cfg = {
         "data": {"events": str(events), "window_end": 200.0},
         "model": {"kind": model},
-        "sampler": {"kind": sampler, "iterations": 4000, "warmup": 1500, "seed": 3},
+        "sampler": {"kind": sampler, "iterations": iterations, "warmup": warmup, "seed": 3},
         "chains": {"count": 1},
         "engine": {"backend": "opencl", "precision": "float64"},
         "output": {"run_dir": str(tmp_path / "run"), "commit_every": 1000},

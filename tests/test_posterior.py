@@ -4,8 +4,8 @@ The posterior's value is the reference engine's log-likelihood plus the log prio
 independently (scipy densities, Jacobians by hand); outside the support it is -inf without a
 likelihood call; the cheap coordinates (mu0, tau_t, xi0) run no trigger pass. The proxy with
 one rank broadcasts nothing; with a recording communicator its broadcasts, replayed by serve()
-on a second "rank", keep that rank's likelihood, pinned sums and locations in step. (The proxy
-over ``mpiexec -n 2`` is in tests/test_mpi.py.)
+on a second "rank", keep that rank's likelihood, pinned sums, locations and the fast start's
+subsample likelihood in step. (The proxy over ``mpiexec -n 2`` is in tests/test_mpi.py.)
 """
 
 from __future__ import annotations
@@ -33,13 +33,14 @@ from hawkes_cli.posterior import (
     THETA_LIMIT,
     Density,
     LogPosterior,
+    ScaledLikelihood,
     to_params,
     to_theta,
 )
 from hawkes_cli.priors import DEFAULT_PRIOR, Prior
 from hawkes_cli.resample import LocationStream
 from hawkes_cli.rundir import RunDir
-from hawkes_cli.runner import run_chain
+from hawkes_cli.runner import run_chain, subsample_events
 from hawkes_cli.simulate import DensityGrid, simulate
 from hawkes_cli.storage import read_chain, read_sidecar
 from hawkes_cli.vocab import PARAM_NAMES
@@ -328,6 +329,58 @@ def test_serve_replays_rank_0_calls_in_order(data, grid):
     np.testing.assert_array_equal(rank1.likelihood.backend.x, rank0.likelihood.backend.x)
     assert rank1.likelihood.pair_passes == rank0.likelihood.pair_passes
     assert rank1.loglik(to_params(theta + 0.01)) == want.loglik
+
+
+def test_scaled_likelihood_stands_in_for_the_full_data():
+    inner = CountingLikelihood(-10.0)
+    scaled = ScaledLikelihood(inner.loglik, 4.0)
+    posterior = LogPosterior(scaled, (DEFAULT_PRIOR,) * len(PARAM_NAMES))
+    theta = to_theta(TRUTH.as_dict())
+    assert posterior.evaluate(theta).loglik == -40.0 and inner.calls == 1
+    posterior.pin(theta)  # nothing to keep, nothing forwarded
+    assert inner.pinned == []
+    for bad in (0.0, -1.0, math.inf, math.nan):
+        with pytest.raises(ValueError, match="factor"):
+            ScaledLikelihood(inner.loglik, bad)
+
+
+def test_subsample_is_seeded_by_the_run_and_kept_in_time_order(data):
+    a, b = subsample_events(data, 100, seed=5), subsample_events(data, 100, seed=5)
+    assert a.n == 100 and np.all(np.diff(a.time) >= 0)
+    np.testing.assert_array_equal(a.x, b.x)  # every chain and rank draws the same events
+    assert not np.array_equal(a.x, subsample_events(data, 100, seed=6).x)
+    events = set(zip(data.time, data.x, data.y, data.density, data.fips, strict=True))
+    picked = set(zip(a.time, a.x, a.y, a.density, a.fips, strict=True))
+    assert len(picked) == 100 and picked <= events  # distinct events of the data, all columns
+
+
+def test_serve_replays_the_subsample_calls(data, grid):
+    """The fast start's subsample likelihood is built, evaluated and freed on every rank at
+    the same calls; its passes are counted apart from the chain likelihood's."""
+    sub = subsample_events(data, 120, seed=1)
+
+    def rank(comm):
+        return ChainRank(reference(data), comm, subsample=lambda: reference(sub))
+
+    comm0 = RecordingComm(size=2)
+    rank0 = rank(comm0)
+    theta = thetas(2, seed=4)
+    with DistributedLikelihood(rank0) as proxy:
+        search = LogPosterior(ScaledLikelihood(proxy.subsample_loglik, data.n / sub.n),
+                              LogPosterior.from_mapping(proxy, PRIORS).priors)  # fmt: skip
+        values = [search.evaluate(t).loglik for t in theta]
+        proxy.end_subsample()
+    assert [name for name, _ in comm0.sent] == [
+        "subsample_loglik", "subsample_loglik", "end_subsample", "close"]  # fmt: skip
+    want = [data.n / sub.n * reference(sub).loglik(to_params(t)) for t in theta]
+    assert values == pytest.approx(want, rel=1e-12)
+    assert rank0.pair_passes == 0 and rank0.subsample_pair_passes == 4
+    comm1 = ReplayComm(comm0.sent, size=2)
+    rank1 = rank(comm1)
+    serve(rank1)
+    assert rank1.subsample_pair_passes == 4 and rank1.pair_passes == 0
+    with pytest.raises(RuntimeError, match="no subsample"):
+        ChainRank(reference(data), SerialComm()).subsample_loglik(TRUTH)
 
 
 def test_stop_is_each_ranks_own_flag(data, grid):

@@ -1,4 +1,5 @@
-"""Chains end to end: storage, pair passes, SIGKILL and SIGTERM resume, MPI ranks, local runs."""
+"""Chains end to end: storage, pair passes, SIGKILL and SIGTERM resume, MPI ranks, local runs,
+the tiered sampler with the fast start (``initial: auto``)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import h5py
 import numpy as np
 import pytest
 import yaml
@@ -17,11 +19,13 @@ import yaml
 from hawkes_cli.config import load_config
 from hawkes_cli.data import save_events
 from hawkes_cli.engine.truncated import initial_kappa
+from hawkes_cli.errors import StorageError
 from hawkes_cli.model import PARAM_NAMES, Params
 from hawkes_cli.rundir import RunDir
 from hawkes_cli.runner import StopFlag, run_chain
 from hawkes_cli.simulate import DensityGrid, simulate
-from hawkes_cli.storage import read_chain, read_sidecar, sidecar_path
+from hawkes_cli.start import StartResult
+from hawkes_cli.storage import DRAW_FIELDS, read_chain, read_sidecar, sidecar_path
 
 pytestmark = pytest.mark.opencl
 
@@ -40,11 +44,14 @@ def events(tmp_path_factory) -> Path:
 
 
 def write_config(tmp_path: Path, events: Path, name: str = "run", **over) -> Path:
+    """A chain config; ``section__key=value`` overrides. The default is the univariate sampler
+    from given starting values (``initial: {}``, the data-scaled defaults jittered): the tests
+    that count its passes predate the fast start; :data:`TIERED` selects the default kind."""
     cfg = {
         "data": {"events": str(events)},
         "model": {"kind": 1},
         "sampler": {"kind": "univariate", "iterations": 300, "warmup": 100, "seed": 7,
-                    "resample_every": 40},
+                    "resample_every": 40, "initial": {}},
         "chains": {"count": 2},
         "engine": {"backend": "opencl", "precision": "float64", "tolerance": 0.0},
         "output": {"run_dir": str(tmp_path / name), "commit_every": 20},
@@ -55,6 +62,12 @@ def write_config(tmp_path: Path, events: Path, name: str = "run", **over) -> Pat
     path = tmp_path / f"{name}.yaml"
     path.write_text(yaml.safe_dump(cfg))
     return path
+
+
+#: The default sampler and start (tiered, ``initial: auto``), with the mode search on a
+#: subsample of 300 of the ~800 events (so the subsample likelihood takes part too).
+TIERED = {"sampler__kind": "tiered", "sampler__initial": "auto", "sampler__n_cheap": 4,
+          "sampler__start_subsample": 300}  # fmt: skip
 
 
 def draws(run_dir: Path, chain: int = 0) -> dict[str, np.ndarray]:
@@ -83,19 +96,57 @@ def test_chain_file_holds_every_draw(tmp_path, events):
 def test_mu0_xi0_updates_run_no_pair_pass(tmp_path, events):
     cfg = load_config(write_config(tmp_path, events, sampler__resample_every=0))
     out = run_chain(cfg, 0)
-    coord = draws(cfg.output.run_dir)["coordinate"]
+    d = draws(cfg.output.run_dir)
+    coord = d["coordinate"]
     # each tau_t (1), sigma_x (3) or sigma_t (4) proposal costs exactly one pass; mu0 (0) and
     # xi0 (2) cost none; plus the two passes of the initial evaluation
     assert out.pair_passes == 2 + int(np.isin(coord, [1, 3, 4]).sum())
     assert np.isin(coord, [0, 2]).sum() > 50
+    # the chain file records each iteration's passes; the initial evaluation is in no row
+    np.testing.assert_array_equal(d["pair_passes"], np.isin(coord, [1, 3, 4]))
+    assert out.start_passes == 2
+    np.testing.assert_array_equal(d["n_proposals"], 1)
+    np.testing.assert_array_equal(d["n_accepted"], d["accepted"])
+    np.testing.assert_array_equal(d["jump"], -1)
 
 
 def test_resampling_costs_one_trigger_pass_each(tmp_path, events):
     cfg = load_config(write_config(tmp_path, events, sampler__resample_every=40))
     out = run_chain(cfg, 0)
-    coord = draws(cfg.output.run_dir)["coordinate"]
+    d = draws(cfg.output.run_dir)
     resamples = len(range(40, 300, 40))
-    assert out.pair_passes == 2 + int(np.isin(coord, [1, 3, 4]).sum()) + resamples
+    assert out.pair_passes == 2 + int(np.isin(d["coordinate"], [1, 3, 4]).sum()) + resamples
+    redrawn = (d["iteration"] % 40 == 0) & (d["iteration"] > 0)
+    passes = np.isin(d["coordinate"], [1, 3, 4]).astype(int) + redrawn
+    np.testing.assert_array_equal(d["pair_passes"], passes)
+
+
+def test_tiered_pair_passes_are_recorded_and_sum_to_the_counted_ones(tmp_path, events):
+    """The default sampler and start: every row's pair_passes is that iteration's delta of the
+    likelihood's pass counter, so the column sums to the counted passes less those before the
+    first iteration (the fast start's and the first evaluation). With the current state's B and
+    E always cached, an iteration costs exactly: the expensive move's trigger and background
+    pass (it shifts tau_t along the regression too), one background pass per cheap move and
+    per mode jump, plus the redraw's trigger pass every resample_every iterations."""
+    cfg = load_config(write_config(tmp_path, events, "tiered", **TIERED))
+    out = run_chain(cfg, 0)
+    assert out.finished
+    d = draws(cfg.output.run_dir)
+    assert int(d["pair_passes"].sum()) == out.pair_passes - out.start_passes
+    assert out.start_passes > 2  # the fast start's curvature on the full data, then x0
+    jumped = d["jump"] >= 0
+    np.testing.assert_array_equal(d["n_proposals"], 1 + 4 + jumped)
+    assert 0 < jumped.sum() < 300 and set(np.unique(d["jump"])) <= {-1, 0, 1}
+    redrawn = (d["iteration"] % 40 == 0) & (d["iteration"] > 0)
+    np.testing.assert_array_equal(d["pair_passes"], d["n_proposals"] + 1 + redrawn)
+    assert np.all(d["n_accepted"] >= d["accepted"]) and np.all(d["n_accepted"] <= d["n_proposals"])
+    np.testing.assert_array_equal(d["coordinate"], -2)
+    # the start is recorded with every commit; the chain starts near its mode
+    start = StartResult.from_json(read_sidecar(RunDir(cfg.output.run_dir).chain_path(0))[
+        "checkpoint"]["start"])  # fmt: skip
+    assert start.n_sub_evals > 0 and start.n_full_evals > 0 and start.hessian == "full"
+    assert np.all(np.abs(np.log(d["sigma_x"][0]) - start.theta[3]) < 10 * np.sqrt(
+        start.cov_matrix[3, 3]))  # fmt: skip
 
 
 def _wait_for_draws(path: Path, at_least: int, proc: subprocess.Popen, timeout=120) -> int:
@@ -129,6 +180,63 @@ def test_sigkill_then_resume_is_bit_for_bit(tmp_path, events):
     assert got.keys() == want.keys()
     for key in want:
         np.testing.assert_array_equal(got[key], want[key], err_msg=key)
+
+
+def test_sigkilled_tiered_chain_with_auto_start_resumes_bit_for_bit(tmp_path, events):
+    """The default sampler and start, killed twice (first right after the fast start's commit
+    at iteration 0, when no draw is committed yet, then after a resume): every column equals
+    the chain never stopped, the cost record (pair_passes) included, and the resumed process
+    does not search again."""
+    ref_cfg = load_config(write_config(tmp_path, events, "tref-auto", **TIERED))
+    run_chain(ref_cfg, 0)
+    want = draws(ref_cfg.output.run_dir)
+    want_start = read_sidecar(RunDir(ref_cfg.output.run_dir).chain_path(0))["checkpoint"]["start"]
+    want_start.pop("seconds")  # wall time, the one member that differs from run to run
+
+    path = write_config(tmp_path, events, "tkill-auto", **TIERED)
+    cfg = load_config(path)
+    target = RunDir(cfg.output.run_dir).chain_path(0)
+    for at_least in (0, 120):
+        proc = subprocess.Popen(cli("chain", str(path), "--chain", "0"))
+        _wait_for_draws(target, at_least, proc)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        side = read_sidecar(target)
+        assert side["draws"] < 300
+        assert {k: v for k, v in side["checkpoint"]["start"].items() if k != "seconds"} == (
+            want_start
+        )
+    out = run_chain(cfg, 0)
+    assert out.finished
+    got = draws(cfg.output.run_dir)
+    assert got.keys() == want.keys() and "pair_passes" in got
+    for key in want:
+        np.testing.assert_array_equal(got[key], want[key], err_msg=key)
+    # the resume recomputed the current state's B and E only (no search)
+    assert out.start_passes == 2
+
+
+def test_resuming_a_chain_file_of_the_older_field_list_is_refused(tmp_path, events):
+    """A chain file from before the per-iteration cost fields: a clear StorageError that says
+    what to do (its draws are left alone); --overwrite starts afresh."""
+    cfg = load_config(write_config(tmp_path, events, "old", sampler__iterations=30,
+                                   sampler__warmup=10))  # fmt: skip
+    run_chain(cfg, 0, stop=StopAfter(5))
+    target = RunDir(cfg.output.run_dir).chain_path(0)
+    old = [list(f) for f in DRAW_FIELDS[:7]]
+    with h5py.File(target, "r+") as f:  # as the earlier version wrote it
+        f.attrs["fields"] = json.dumps(old)
+        for name, _ in DRAW_FIELDS[7:]:
+            del f["draws"][name]
+    before = target.read_bytes()
+    with pytest.raises(StorageError) as info:
+        run_chain(cfg, 0)
+    message = str(info.value)
+    assert str(target) in message and "missing: pair_passes, n_proposals, n_accepted" in message
+    assert "Start a new run_dir, or pass --overwrite" in message
+    assert target.read_bytes() == before
+    assert read_chain(target).n_committed == 5  # still readable with its own fields
+    assert run_chain(cfg, 0, overwrite=True).finished
 
 
 def test_sigterm_stops_at_boundary_and_resumes(tmp_path, events):
@@ -167,11 +275,14 @@ class StopAfter(StopFlag):
         return self.left < 0
 
 
-def test_truncated_chain_resumes_bit_for_bit_at_its_cutoff(tmp_path, events):
+@pytest.mark.parametrize("kind", ["univariate", "tiered"])
+def test_truncated_chain_resumes_bit_for_bit_at_its_cutoff(tmp_path, events, kind):
     """With truncation the checkpoint carries the cut-off: a chain stopped and resumed gives
-    the uninterrupted draws, and a resumed chain continues at the checkpoint's kappa (not at
-    the tolerance's starting value)."""
-    trunc = {"engine__tolerance": 1e-6}
+    the uninterrupted draws (and pass counts), and a resumed chain continues at the
+    checkpoint's kappa (not at the tolerance's starting value). The tiered kind starts with
+    the fast start, whose full evaluations already tighten the cut-off here (the mode has a
+    short tau_t, where the background is spiky)."""
+    trunc = {"engine__tolerance": 1e-6, **(TIERED if kind == "tiered" else {})}
     ref = load_config(write_config(tmp_path, events, "tref", **trunc))
     run_chain(ref, 0)
     cfg = load_config(write_config(tmp_path, events, "tstop", **trunc))
@@ -187,14 +298,17 @@ def test_truncated_chain_resumes_bit_for_bit_at_its_cutoff(tmp_path, events):
     for key in want:
         np.testing.assert_array_equal(got[key], want[key], err_msg=key)
 
-    # a checkpoint at a larger cut-off (as after tightenings) is continued at that cut-off
+    # a checkpoint at a larger cut-off (as after tightenings) is continued at that cut-off:
+    # larger than the whole uninterrupted chain needed, so it is never tightened further
+    needed = read_sidecar(RunDir(ref.output.run_dir).chain_path(0))["checkpoint"]["truncation"]
+    larger = needed["kappa"] + 4.0
     cfg = load_config(write_config(tmp_path, events, "tkappa", **trunc))
     run_chain(cfg, 0, stop=StopAfter(150))
     side = json.loads(sidecar_path(target := RunDir(cfg.output.run_dir).chain_path(0)).read_text())
-    side["checkpoint"]["truncation"]["kappa"] = kappa0 + 4.0
+    side["checkpoint"]["truncation"]["kappa"] = larger
     sidecar_path(target).write_text(json.dumps(side))
     run_chain(cfg, 0)
-    assert read_sidecar(target)["checkpoint"]["truncation"]["kappa"] == kappa0 + 4.0
+    assert read_sidecar(target)["checkpoint"]["truncation"]["kappa"] == larger
 
 
 @pytest.mark.mpi

@@ -43,8 +43,6 @@ TIMEOUT = 180  # seconds for any one wait on the cluster
 BIN = Path(sys.executable).parent
 
 
-
-
 def cli(*args) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "hawkes_cli", "run", *map(str, args)],

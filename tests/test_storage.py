@@ -71,6 +71,10 @@ def draw(i: int) -> dict[str, float | int]:
         warmup=int(i < WARMUP),
         coordinate=i % 5,
         scale=1 + (i % 7) / 4,
+        pair_passes=i % 13,
+        n_proposals=1 + i % 11,
+        n_accepted=i % 3,
+        jump=i % 3 - 1,
     )
     return row
 
@@ -378,6 +382,31 @@ def test_other_config_or_chain_is_refused(tmp_path):
     _assert_refused(path, "chain 3, not chain 4", make_meta(chain_id=4))
     _assert_refused(path, "datasets", make_meta(fields=FIELDS[:-1]))
     assert_rows(read_chain(path).draws, 5)
+
+
+#: The per-draw fields before the per-iteration cost record (pair_passes ... jump).
+OLD_FIELDS = FIELDS[:7]
+
+
+def test_file_of_an_older_layout_is_refused_but_readable(tmp_path):
+    """A chain file written with the earlier field list: resuming it (even under a changed
+    config, as the new keys change the resolved config) names the layout and the two ways out;
+    its committed draws stay readable with the file's own fields."""
+    assert [n for n, _ in OLD_FIELDS][-1] == "scale"
+    path = tmp_path / "chain-03.h5"
+    writer, _ = ChainWriter.open(path, make_meta(fields=OLD_FIELDS))
+    for i in range(5):
+        writer.append({k: v for k, v in draw(i).items() if k in dict(OLD_FIELDS) or k in PARAMS})
+    writer.commit({"next": 5})
+    writer.close()
+    for meta in (make_meta(), make_meta(config_sha256="c" * 64)):
+        _assert_refused(
+            path, r"missing: pair_passes, n_proposals, n_accepted, jump.*another draw layout.*"
+            r"Start a new run_dir, or pass --overwrite", meta)  # fmt: skip
+    chain = read_chain(path)
+    assert chain.attrs["fields"] == OLD_FIELDS
+    assert set(chain.draws) == set(PARAMS) | {n for n, _ in OLD_FIELDS}
+    np.testing.assert_array_equal(chain.draws["iteration"], np.arange(5))
 
 
 def test_bad_sidecars_are_refused(tmp_path):

@@ -6,8 +6,9 @@ else has a default. An example::
     data:     {events: cases.h5, area: null, counties: null, window_end: null}
     model:    {kind: 1}
     priors:   {sigma_x: {lognormal: [0, 1]}}         # others: N(0, 1) on the log scale
-    sampler:  {kind: univariate, iterations: 20000, warmup: 1000, thin: 1, seed: 1,
-               resample_every: 0, target_accept: null, initial: {}, initial_scale: 0.1}
+    sampler:  {kind: tiered, iterations: 20000, warmup: 1000, thin: 1, seed: 1,
+               resample_every: 0, target_accept: null, initial: auto, initial_scale: 0.1,
+               n_cheap: 10, jump_prob: 0.2, start_subsample: 20000}
     chains:   {count: 30, gpus_per_chain: 4, chains_per_node: 2, gpus_per_node: 8}
     engine:   {backend: opencl, precision: float32, device: null, tolerance: 1.0e-6,
                background: auto}
@@ -43,6 +44,7 @@ from __future__ import annotations
 
 from .load import config_from_mapping, config_from_yaml_text, load_config
 from .schema import (
+    INITIAL_AUTO,
     KEYS,
     SECTIONS,
     ChainsConfig,
@@ -58,6 +60,7 @@ from .schema import (
 from .slurm_options import slurm_time_seconds
 
 __all__ = [
+    "INITIAL_AUTO",
     "KEYS",
     "SECTIONS",
     "ChainsConfig",

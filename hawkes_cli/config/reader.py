@@ -131,11 +131,16 @@ class SectionReader:
         return int(value)
 
     def number(self, key: str, spec: KeySpec) -> float:
-        """A finite number within the spec's ``gt``/``ge``/``lt`` bounds, as a float."""
-        value, gt, ge, lt = self.get(key), spec.gt, spec.ge, spec.lt
-        if lt is not None and (gt is not None or ge is not None):
+        """A finite number within the spec's ``gt``/``ge``/``lt``/``le`` bounds, as a float."""
+        value, gt, ge, lt, le = self.get(key), spec.gt, spec.ge, spec.lt, spec.le
+        upper = None  # the closing end of an interval: "1)" or "1]"
+        if lt is not None:
+            upper = f"{lt:g})"
+        elif le is not None:
+            upper = f"{le:g}]"
+        if upper is not None and (gt is not None or ge is not None):
             lower = f"({gt:g}" if gt is not None else f"[{ge:g}"
-            expected = f"a number in {lower}, {lt:g})"
+            expected = f"a number in {lower}, {upper}"
         elif gt is not None:
             expected = f"a number > {gt:g}"
         elif ge is not None:
@@ -146,7 +151,8 @@ class SectionReader:
         if not is_number(value) or not math.isfinite(value):
             raise self.error(key, expected, value)
         too_low = (gt is not None and value <= gt) or (ge is not None and value < ge)
-        if too_low or (lt is not None and value >= lt):
+        too_high = (lt is not None and value >= lt) or (le is not None and value > le)
+        if too_low or too_high:
             raise self.error(key, expected, value)
         return float(value)
 

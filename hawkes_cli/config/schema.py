@@ -35,6 +35,11 @@ from .spec import choice, integer, number, own_reader, path, spec_of, string
 
 MAX_SEED = 2**63 - 1  # seeds are stored as HDF5 int64 attributes
 MAX_DEFAULT_WARMUP = 1000
+MAX_N_CHEAP = 1000  # proposals per iteration are stored as int16 in the chain file
+
+#: ``sampler.initial: auto``: find the posterior mode first, then start each chain
+#: over-dispersed around it (:mod:`hawkes_cli.start`).
+INITIAL_AUTO = "auto"
 
 
 def default_warmup(iterations: int) -> int:
@@ -109,10 +114,23 @@ class SamplerConfig:
     target_accept
         Target acceptance rate in (0, 1); ``None`` uses the sampler's default.
     initial
-        Starting values (natural scale, > 0) of some or all parameters; others use the
-        sampler's default.
+        :data:`INITIAL_AUTO` (``"auto"``, the default): a fast start before warm-up (the
+        posterior mode, searched on a subsample of ``start_subsample`` events, its curvature,
+        then each chain's own over-dispersed start around it; see
+        :func:`hawkes_cli.start.find_start`). Or starting values (natural scale, > 0) of some or
+        all parameters, the others data-scaled defaults, jittered per chain (no fast start).
     initial_scale
-        Initial proposal standard deviation on the log scale (> 0).
+        Initial proposal standard deviation on the log scale (> 0); ``tiered``: the prior
+        posterior sd when there is no fast start's curvature.
+    n_cheap
+        ``tiered`` only: cheap-block moves (``mu0``, ``tau_t``, ``xi0``; no trigger pass) per
+        iteration, in ``[0, 1000]``.
+    jump_prob
+        ``tiered`` only: probability of the mode-jumping move in an iteration, in [0, 1].
+    start_subsample
+        ``initial: auto`` only: events (a seeded random subsample, the same for every chain)
+        whose scaled log-likelihood the mode search runs on; data sets with no more events are
+        searched on the full data (>= 100).
     """
 
     kind: str = field(default=DEFAULT_SAMPLER, metadata=choice(SAMPLER_KINDS))
@@ -122,12 +140,22 @@ class SamplerConfig:
     seed: int = field(default=1, metadata=integer(minimum=0, maximum=MAX_SEED))
     resample_every: int = field(default=0, metadata=integer(minimum=0))
     target_accept: float | None = field(default=None, metadata=number(gt=0, lt=1))
-    initial: Mapping[str, float] = field(default_factory=dict, metadata=own_reader("param_values"))
+    initial: str | Mapping[str, float] = field(
+        default=INITIAL_AUTO, metadata=own_reader("start_values")
+    )
     initial_scale: float = field(default=0.1, metadata=number(gt=0))
+    n_cheap: int = field(default=10, metadata=integer(minimum=0, maximum=MAX_N_CHEAP))
+    jump_prob: float = field(default=0.2, metadata=number(ge=0, le=1))
+    start_subsample: int = field(default=20000, metadata=integer(minimum=100))
 
     def __post_init__(self) -> None:
         if self.warmup is None:
             object.__setattr__(self, "warmup", default_warmup(self.iterations))
+
+    @property
+    def fast_start(self) -> bool:
+        """Whether chains start with the fast start (``initial: auto``)."""
+        return self.initial == INITIAL_AUTO
 
 
 @dataclass(frozen=True)
@@ -289,10 +317,12 @@ class Config:
 
 def _plain(f: dataclasses.Field[Any], value: Any) -> Any:
     """A field's value as plain YAML: paths as text, mappings as dicts (``sampler.initial``
-    in parameter order, as floats)."""
+    in parameter order, as floats, or ``auto``)."""
     if isinstance(value, Path):
         return str(value)
-    if spec_of(f).kind == "param_values":
+    if spec_of(f).kind == "start_values":
+        if value == INITIAL_AUTO:
+            return INITIAL_AUTO
         return {n: float(value[n]) for n in PARAM_NAMES if n in value}
     if isinstance(value, Mapping):
         return dict(value)

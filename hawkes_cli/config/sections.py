@@ -20,18 +20,27 @@ from ..errors import ConfigError
 from ..priors import Prior, parse_priors
 from ..vocab import PARAM_NAMES
 from .reader import SectionReader, is_number, resolve_path, suggest
-from .schema import KEYS, SECTION_TYPES
+from .schema import INITIAL_AUTO, KEYS, SECTION_TYPES
 from .slurm_options import OWN_OPTIONS, SBATCH_OPTION_RE, slurm_time_seconds
 from .spec import KeySpec, default_of, spec_of
 
 # --------------------------------------------------------------------------- keys with a reader
 
 
-def _param_values(sec: SectionReader, key: str, spec: KeySpec) -> dict[str, float]:
-    """``sampler.initial``: parameter name -> starting value (natural scale, > 0)."""
+def _start_values(sec: SectionReader, key: str, spec: KeySpec) -> str | dict[str, float]:
+    """``sampler.initial``: ``auto`` (fast start) or parameter name -> starting value (natural
+    scale, > 0)."""
     raw = sec.get(key)
+    expected = (
+        f"{INITIAL_AUTO!r} (find the posterior mode, then start each chain over-dispersed "
+        "around it) or a mapping of parameter name -> starting value, e.g. {sigma_t: 5.0}"
+    )
+    if isinstance(raw, str):
+        if raw == INITIAL_AUTO:
+            return INITIAL_AUTO
+        raise sec.error(key, expected, raw)
     if not isinstance(raw, Mapping):
-        raise sec.error(key, "a mapping of parameter name -> starting value", raw)
+        raise sec.error(key, expected, raw)
     out: dict[str, float] = {}
     for name, value in raw.items():
         if name not in PARAM_NAMES:
@@ -96,7 +105,7 @@ _READERS: dict[str, Callable[[SectionReader, str, KeySpec], Any]] = {
     "choice": SectionReader.choice,
     "string": SectionReader.string,
     "path": SectionReader.path,
-    "param_values": _param_values,
+    "start_values": _start_values,
     "slurm_time": _slurm_time,
     "sbatch_options": _sbatch_options,
 }
@@ -120,6 +129,13 @@ def _check_sampler(values: dict[str, Any], sec: SectionReader, stem: str) -> Non
             f"an integer >= 0 and < sampler.iterations ({iterations}; iterations count the "
             "warm-up too)",
             warmup,
+        )
+    if values["kind"] == "tiered" and values["n_cheap"] == 0 and values["jump_prob"] == 0:
+        raise sec.error(
+            "n_cheap",
+            "an integer >= 1 when sampler.jump_prob is 0 (otherwise the tiered sampler never "
+            "moves mu0, tau_t and xi0 on their own)",
+            0,
         )
 
 

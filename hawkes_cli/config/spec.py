@@ -8,8 +8,8 @@ and :mod:`hawkes_cli.config.sections` reads each key by its spec's ``kind``.
 
 Kinds: ``integer``, ``number`` (an integer is accepted), ``choice``, ``string`` (one line),
 ``path`` (resolved against the YAML file's directory), and three keys with their own reader:
-``param_values`` (``sampler.initial``), ``sbatch_options`` (``slurm.extra``) and
-``slurm_time`` (``slurm.time``).
+``start_values`` (``sampler.initial``: ``auto`` or starting values by parameter),
+``sbatch_options`` (``slurm.extra``) and ``slurm_time`` (``slurm.time``).
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ class KeySpec:
         How the value is read (see the module docstring).
     minimum, maximum
         Inclusive bounds of an ``integer``.
-    gt, ge, lt
-        Bounds of a ``number``: greater than, greater or equal, less than.
+    gt, ge, lt, le
+        Bounds of a ``number``: greater than, greater or equal, less than, less or equal.
     choices
         Valid values of a ``choice`` (strings, or integers such as the model kinds).
     hint
@@ -46,6 +46,7 @@ class KeySpec:
     gt: float | None = None
     ge: float | None = None
     lt: float | None = None
+    le: float | None = None
     choices: tuple[Any, ...] = ()
     hint: str = ""
 
@@ -64,10 +65,11 @@ def number(
     gt: float | None = None,
     ge: float | None = None,
     lt: float | None = None,
+    le: float | None = None,
     hint: str = "",
 ) -> dict[str, KeySpec]:
     """A finite number key (an integer is accepted and made a float) within the bounds."""
-    return _meta(KeySpec("number", gt=gt, ge=ge, lt=lt, hint=hint))
+    return _meta(KeySpec("number", gt=gt, ge=ge, lt=lt, le=le, hint=hint))
 
 
 def choice(choices: tuple[Any, ...]) -> dict[str, KeySpec]:
@@ -86,7 +88,7 @@ def path() -> dict[str, KeySpec]:
 
 
 def own_reader(kind: str) -> dict[str, KeySpec]:
-    """A key with its own reader: ``param_values``, ``sbatch_options`` or ``slurm_time``."""
+    """A key with its own reader: ``start_values``, ``sbatch_options`` or ``slurm_time``."""
     return _meta(KeySpec(kind))
 
 

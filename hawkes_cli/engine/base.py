@@ -37,6 +37,10 @@ log = logging.getLogger(__name__)
 
 LAMBDA_FLOOR = 1e-40
 _CACHE_SIZE = 2  # current state and one proposal
+#: Default B entries kept (the pinned one included). A sampler that proposes several new
+#: ``tau_t`` per iteration (the tiered kind: one per cheap move) raises
+#: :attr:`Likelihood.background_cache_size` so that the current state's B survives them all.
+_B_CACHE_SIZE = _CACHE_SIZE
 
 
 @dataclass(frozen=True)
@@ -217,6 +221,9 @@ class Likelihood:
         self._bounded: BoundedPairBackend | None = (
             backend if isinstance(backend, BoundedPairBackend) else None
         )
+        self.background_cache_size = _B_CACHE_SIZE
+        """B arrays kept, the pinned one included (>= 2; each is this rank's rows in float64).
+        """
         self.tightenings = 0
         self.background_passes = 0
         self.trigger_passes = 0
@@ -238,7 +245,7 @@ class Likelihood:
         and go, so a run of rejected proposals never forces the current state's pair passes."""
         self._pinned = (p.tau_t, (p.sigma_x, p.sigma_t))
 
-    def _cached(self, cache: OrderedDict, key, compute):
+    def _cached(self, cache: OrderedDict, key, compute, size: int = _CACHE_SIZE):
         hit = cache.get(key)
         if hit is not None:
             cache.move_to_end(key)
@@ -247,7 +254,7 @@ class Likelihood:
         value.setflags(write=False)
         cache[key] = value
         pinned = () if self._pinned is None else self._pinned
-        while len(cache) > _CACHE_SIZE:
+        while len(cache) > size:
             victim = next((k for k in cache if k not in pinned), None)
             if victim is None:
                 break
@@ -259,7 +266,7 @@ class Likelihood:
             self.background_passes += 1
             return np.asarray(self.backend.background(tau_t), dtype=np.float64)
 
-        return self._cached(self._b_cache, tau_t, run)
+        return self._cached(self._b_cache, tau_t, run, max(self.background_cache_size, 2))
 
     def _trigger(self, sigma_x: float, sigma_t: float) -> tuple[np.ndarray, np.ndarray | None]:
         """(E, omega) for the rows; omega (the bound on omitted terms) is None when exact."""
