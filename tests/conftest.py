@@ -110,6 +110,19 @@ def clean_env(**extra: str) -> dict[str, str]:
     return env
 
 
+def write_config_file(path: Path, cfg: dict, **over) -> Path:
+    """Write ``cfg`` (a config mapping) as YAML to ``path`` after ``section__key=value``
+    overrides (e.g. ``sampler__iterations=50``); returns ``path``."""
+    import yaml
+
+    cfg = {section: dict(values) for section, values in cfg.items()}
+    for key, value in over.items():
+        section, _, name = key.partition("__")
+        cfg.setdefault(section, {})[name] = value
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
 def make_events(n: int, *, integer_days: bool, seed: int = 0, lonlat: bool = True):
     """Clustered synthetic events, sorted by time.
 

@@ -4,7 +4,6 @@ the same log-likelihood as the serial in-process reference engine (float64 reduc
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -16,6 +15,7 @@ from hawkes_cli.data import load_events, save_events
 from hawkes_cli.engine import make_likelihood
 from hawkes_cli.model import Params
 from hawkes_cli.simulate import DensityGrid, simulate
+from tests.conftest import clean_env
 
 pytestmark = pytest.mark.mpi
 
@@ -62,16 +62,6 @@ def serial_reference(path: Path, model: int) -> tuple[float, int]:
     return _SERIAL[key]
 
 
-def _env() -> dict[str, str]:
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("SLURM_", "PMI_", "PMIX_", "OMPI_", "MPI_LOCAL", "HAWKES_"))
-    }
-    env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
-    return env
-
-
 def mpirun_loglik(path: Path, ranks: int, model: int, engine: str) -> subprocess.CompletedProcess:
     cmd = [str(MPIEXEC), "-n", str(ranks), sys.executable, "-m", "hawkes_cli", "run", "loglik"]
     cmd += [str(path), "--model", str(model), "--engine", engine, "--precision", "float64"]
@@ -79,7 +69,7 @@ def mpirun_loglik(path: Path, ranks: int, model: int, engine: str) -> subprocess
         cmd += ["--param", f"{name}={value!r}"]
     cmd.append("--json")
     return subprocess.run(
-        cmd, capture_output=True, text=True, timeout=120, env=_env(), cwd=path.parent
+        cmd, capture_output=True, text=True, timeout=120, env=clean_env(), cwd=path.parent
     )
 
 
@@ -187,7 +177,7 @@ def test_chain_posterior_over_two_ranks_gives_the_serial_values(files, tmp_path)
     runs = {}
     for ranks in (1, 2):
         cmd = [str(MPIEXEC), "-n", "2", *args] if ranks == 2 else args
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=180, env=_env(),
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=180, env=clean_env(),
                               cwd=tmp_path)  # fmt: skip
         assert proc.returncode == 0, proc.stderr
         lines = [line for line in proc.stdout.splitlines() if line.strip()]
@@ -261,7 +251,7 @@ def test_tiered_chain_with_auto_start_over_two_ranks_gives_the_serial_chain(tmp_
     path = config("mpi", 2)
     cmd = [str(MPIEXEC), "-n", "2", sys.executable, "-m", "hawkes_cli", "run", "-v", "chain"]
     proc = subprocess.run([*cmd, str(path), "--chain", "0"], capture_output=True, text=True,
-                          timeout=300, env=_env(), cwd=tmp_path)  # fmt: skip
+                          timeout=300, env=clean_env(), cwd=tmp_path)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert "rank 1/2" in proc.stderr  # the second rank took rows, of both likelihoods:
     assert len(re.findall(r"rank 1/2: rows \d+\.\.\d+ of 400\b", proc.stderr)) == 1

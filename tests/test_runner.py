@@ -14,7 +14,6 @@ from pathlib import Path
 import h5py
 import numpy as np
 import pytest
-import yaml
 
 from hawkes_cli.config import load_config
 from hawkes_cli.data import save_events
@@ -26,6 +25,7 @@ from hawkes_cli.runner import StopFlag, run_chain
 from hawkes_cli.simulate import DensityGrid, simulate
 from hawkes_cli.start import StartResult
 from hawkes_cli.storage import DRAW_FIELDS, read_chain, read_sidecar, sidecar_path
+from tests.conftest import write_config_file
 
 pytestmark = pytest.mark.opencl
 
@@ -56,12 +56,7 @@ def write_config(tmp_path: Path, events: Path, name: str = "run", **over) -> Pat
         "engine": {"backend": "opencl", "precision": "float64", "tolerance": 0.0},
         "output": {"run_dir": str(tmp_path / name), "commit_every": 20},
     }  # fmt: skip
-    for key, value in over.items():
-        section, _, field = key.partition("__")
-        cfg[section][field] = value
-    path = tmp_path / f"{name}.yaml"
-    path.write_text(yaml.safe_dump(cfg))
-    return path
+    return write_config_file(tmp_path / f"{name}.yaml", cfg, **over)
 
 
 #: The default sampler and start (tiered, ``initial: auto``), with the mode search on a

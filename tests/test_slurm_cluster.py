@@ -23,7 +23,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import yaml
 
 from hawkes_cli import slurm
 from hawkes_cli.config import load_config
@@ -32,7 +31,7 @@ from hawkes_cli.model import Params
 from hawkes_cli.rundir import RunDir
 from hawkes_cli.simulate import DensityGrid, simulate
 from hawkes_cli.storage import read_chain, read_sidecar
-from tests.conftest import clean_env
+from tests.conftest import clean_env, write_config_file
 
 pytestmark = [pytest.mark.slurm, pytest.mark.opencl, pytest.mark.mpi]
 
@@ -85,12 +84,7 @@ def write_config(root: Path, events: Path, name: str, **over) -> Path:
         "output": {"run_dir": str(root / name), "commit_every": 20},
         "slurm": {"time": "00:10:00", "signal_seconds": 60, "requeue_budget": 3},
     }
-    for key, value in over.items():
-        section, _, field = key.partition("__")
-        cfg[section][field] = value
-    path = root / f"{name}.yaml"
-    path.write_text(yaml.safe_dump(cfg))
-    return path
+    return write_config_file(root / f"{name}.yaml", cfg, **over)
 
 
 @pytest.fixture(scope="module")
