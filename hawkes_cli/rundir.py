@@ -240,6 +240,11 @@ class RunDir:
         """``RUN_DIR/chains/chain-XX.h5``."""
         return self.chains_dir / f"chain-{chain_id:02d}.h5"
 
+    @property
+    def start_path(self) -> Path:
+        """``RUN_DIR/chains/start.json``: the fast start the chains share (lock ``start.lock``)."""
+        return self.chains_dir / "start.json"
+
     def progress_path(self, chain_id: int) -> Path:
         """``RUN_DIR/chains/chain-XX.progress.json``."""
         return progress_path(self.chain_path(chain_id))

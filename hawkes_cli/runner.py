@@ -73,6 +73,7 @@ from .posterior import Density, LogPosterior, ScaledLikelihood, to_theta
 from .resample import LocationStream, make_resampler
 from .rundir import Checkpoint, Progress, RunDir
 from .sampler import Sampler, SamplerState, StepInfo, make_sampler
+from .shared_start import SharedStart, shared_start, start_key
 from .start import StartResult, find_start, overdispersed_starts
 from .storage import DRAW_FIELDS, ChainMeta, ChainWriter
 from .vocab import PARAM_NAMES
@@ -442,7 +443,38 @@ def _make_sampler(
 def _fast_start(
     setup: ChainSetup, likelihood: DistributedLikelihood, posterior: LogPosterior
 ) -> StartResult:
-    """``initial: auto``: the posterior mode and its curvature (the same for every chain).
+    """``initial: auto``: the run's shared fast start (:mod:`hawkes_cli.shared_start`).
+
+    The first chain of the run directory to get here searches (:func:`_search_start`) and
+    writes the result; the others wait for it, read it and restore the truncation cut-off the
+    search left, so their draws are those of a chain that searched itself.
+    """
+    config = setup.config
+
+    def compute() -> SharedStart:
+        result = _search_start(setup, likelihood, posterior)
+        return SharedStart(result, setup.rank.truncation_state(), setup.chain_id)
+
+    key = start_key(config.sha256, setup.rank.comm.size, setup.data)
+    shared, reused = shared_start(
+        RunDir.of(config).start_path, key, compute, chain_id=setup.chain_id
+    )
+    if reused:
+        likelihood.restore(None, shared.truncation)
+        log.info(
+            "chain %d: fast start of chain %d reused (its search took %.1f s); mode %s",
+            setup.chain_id,
+            shared.chain_id,
+            shared.result.seconds,
+            _natural(shared.result.theta),
+        )
+    return shared.result
+
+
+def _search_start(
+    setup: ChainSetup, likelihood: DistributedLikelihood, posterior: LogPosterior
+) -> StartResult:
+    """The posterior mode and its curvature (the same for every chain).
 
     Searched from :func:`default_initial` and from ``tau_t`` log-spaced from 1 day to the data's
     span, on the log-likelihood of a subsample scaled by ``N / n`` (on the chain's own

@@ -1,0 +1,209 @@
+"""One fast start per run: the first chain to need it searches, the others read its result.
+
+The fast start (:func:`~hawkes_cli.start.find_start`) is the same for every chain of a run: it
+searches from the same values on the same seeded subsample. Run by each chain, it repeats the
+same work ``chains.count`` times; on a machine whose cores the chains share (``hawkes-run
+local``) that is most of a small run's wall time. Here the chains of a run directory take an
+exclusive lock (``chains/start.lock``, :func:`fcntl.flock`); the holder reuses
+``chains/start.json`` when it was written for the same config and data, and otherwise searches
+and writes it (atomically) before releasing the lock, so the chains that waited read it.
+
+What is shared is everything the search leaves behind that later draws depend on: the
+:class:`~hawkes_cli.start.StartResult` and the truncated trigger's cut-off after the search
+(its ``kappa`` may tighten during the full-data evaluations). A chain that reads the file
+restores both, so its draws are bit-for-bit those it would have drawn had it searched itself,
+whichever chain got the lock first.
+
+The file is keyed by :func:`start_key`: the resolved config's sha256, the number of ranks of a
+chain and a digest of the events, so a changed config, rank count or events file is never served
+a stale start. Where the file system has no working ``flock`` (some network file systems), or the
+file cannot be written, each chain searches for itself, as before (a WARNING says so).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import hashlib
+import json
+import logging
+import os
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from . import atomic
+from .data import EventData
+from .start import StartResult
+
+log = logging.getLogger(__name__)
+
+__all__ = ["SharedStart", "shared_start", "start_key"]
+
+SCHEMA = 1
+#: Seconds between attempts to take the lock while another chain searches.
+POLL_SECONDS = 0.1
+
+
+@dataclass(frozen=True)
+class SharedStart:
+    """A fast start as the chains of a run share it.
+
+    Parameters
+    ----------
+    result
+        The search's mode, curvature, modes and cost.
+    truncation
+        The truncated trigger's cut-off state right after the search (None for exact engines).
+    chain_id
+        The chain that ran the search.
+    """
+
+    result: StartResult
+    truncation: Mapping[str, Any] | None
+    chain_id: int
+
+    def to_json(self, key: str) -> dict[str, Any]:
+        """The file's content (plain JSON; floats round-trip exactly)."""
+        return {
+            "schema": SCHEMA,
+            "key": key,
+            "chain_id": self.chain_id,
+            "truncation": None if self.truncation is None else dict(self.truncation),
+            "start": self.result.to_json(),
+        }
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> SharedStart:
+        """Inverse of :meth:`to_json` (raises ValueError when malformed)."""
+        try:
+            truncation = d["truncation"]
+            if truncation is not None and not isinstance(truncation, Mapping):
+                raise ValueError("member 'truncation' is not a mapping")
+            return cls(
+                result=StartResult.from_json(d["start"]),
+                truncation=truncation,
+                chain_id=int(d["chain_id"]),
+            )
+        except (KeyError, TypeError) as exc:
+            raise ValueError(f"shared start is malformed: {exc!r}") from exc
+
+
+def start_key(config_sha256: str, ranks: int, data: EventData) -> str:
+    """What a shared start depends on: the resolved config, ranks per chain, the events.
+
+    Parameters
+    ----------
+    config_sha256
+        sha256 of the resolved config (:attr:`Config.sha256`).
+    ranks
+        MPI ranks of one chain (their row split changes rounding, hence the search's path).
+    data
+        The events as the chain loaded them (times, coordinates, densities digested).
+
+    Returns
+    -------
+    str
+        A hex sha256.
+    """
+    h = hashlib.sha256()
+    h.update(f"{config_sha256}\n{ranks}\n{data.n}\n".encode())
+    for column in (data.time, data.x, data.y, data.density):
+        if column is not None:
+            h.update(np.ascontiguousarray(column, dtype=np.float64).tobytes())
+        h.update(b"|")
+    return h.hexdigest()
+
+
+def shared_start(
+    path: Path, key: str, compute: Callable[[], SharedStart], *, chain_id: int
+) -> tuple[SharedStart, bool]:
+    """The run's fast start: read from ``path`` if written for ``key``, else computed and written.
+
+    Parameters
+    ----------
+    path
+        The run's start file (``chains/start.json``); the lock is ``start.lock`` beside it.
+    key
+        :func:`start_key` of this chain.
+    compute
+        Runs the search (collective on the chain's ranks) and returns its result.
+    chain_id
+        This chain (for messages).
+
+    Returns
+    -------
+    (SharedStart, bool)
+        The start and whether it was read from the file (False: this chain searched).
+    """
+    path = Path(path)
+    with _exclusive(path.with_name(path.stem + ".lock"), chain_id) as locked:
+        if locked:
+            cached = _read(path, key)
+            if cached is not None:
+                return cached, True
+        value = compute()
+        if locked:
+            try:
+                atomic.write_json(path, value.to_json(key))
+            except OSError as exc:
+                log.warning(
+                    "chain %d: could not write the shared start %s (%s)", chain_id, path, exc
+                )
+        return value, False
+
+
+def _read(path: Path, key: str) -> SharedStart | None:
+    """The start in ``path`` if it was written for ``key`` (None if absent, stale or damaged)."""
+    try:
+        d = json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        log.warning("ignoring the shared start %s: unreadable (%s); searching again", path, exc)
+        return None
+    if not isinstance(d, Mapping) or d.get("schema") != SCHEMA or d.get("key") != key:
+        log.info("the shared start %s is of another config or events file; searching again", path)
+        return None
+    try:
+        return SharedStart.from_json(d)
+    except ValueError as exc:
+        log.warning("ignoring the shared start %s: %s; searching again", path, exc)
+        return None
+
+
+@contextlib.contextmanager
+def _exclusive(lock_path: Path, chain_id: int) -> Iterator[bool]:
+    """Hold an exclusive ``flock`` on ``lock_path`` (yields True), waiting while another chain
+    holds it; yields False where locks do not work (no sharing then)."""
+    try:
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:
+        log.warning("chain %d: no shared fast start (%s: %s)", chain_id, lock_path, exc)
+        yield False
+        return
+    try:
+        waited = 0.0
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError as exc:
+                if exc.errno not in (errno.EAGAIN, errno.EACCES):
+                    log.warning("chain %d: no shared fast start (flock: %s)", chain_id, exc)
+                    yield False
+                    return
+            if waited == 0.0:
+                log.info("chain %d: waiting for another chain's fast start", chain_id)
+            time.sleep(POLL_SECONDS)
+            waited += POLL_SECONDS
+        if waited:
+            log.info("chain %d: waited %.1f s for the shared fast start", chain_id, waited)
+        yield True
+    finally:
+        os.close(fd)  # releases the lock

@@ -1,0 +1,113 @@
+"""One fast start per run directory: the chains share the search and draw exactly as if each
+had searched itself."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from hawkes_cli.config import load_config
+from hawkes_cli.data import load_events
+from hawkes_cli.rundir import RunDir
+from hawkes_cli.runner import run_chain
+from hawkes_cli.shared_start import SharedStart, shared_start, start_key
+from hawkes_cli.start import StartResult
+from hawkes_cli.storage import read_sidecar
+from tests.test_runner import TIERED, draws, events, write_config  # noqa: F401  (fixture)
+
+
+def _result(x: float) -> StartResult:
+    return StartResult(
+        theta=(x, 0.0, 0.0, 0.0, 0.0), log_post=-1.0, cov=((1.0,),), hessian="none",
+        n_clipped=0, n_sub_evals=1, n_full_evals=1, seconds=0.5, modes=(),
+    )  # fmt: skip
+
+
+def test_concurrent_chains_search_once(tmp_path):
+    """Four chains asking at once: one computes (while holding the lock, the others wait), all
+    get its result, and the file holds it."""
+    path = tmp_path / "start.json"
+    calls: list[int] = []
+    got: dict[int, tuple[SharedStart, bool]] = {}
+
+    def compute(chain: int) -> SharedStart:
+        calls.append(chain)
+        time.sleep(0.5)
+        return SharedStart(_result(float(chain)), {"kappa": 15.0 + chain}, chain)
+
+    def run(chain: int) -> None:
+        got[chain] = shared_start(path, "k1", lambda: compute(chain), chain_id=chain)
+
+    threads = [threading.Thread(target=run, args=(c,)) for c in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    assert len(calls) == 1
+    first = calls[0]
+    assert sorted(reused for _, reused in got.values()) == [False, True, True, True]
+    for shared, _ in got.values():
+        assert shared.chain_id == first
+        assert shared.result.theta[0] == float(first)
+        assert shared.truncation == {"kappa": 15.0 + first}
+    assert json.loads(path.read_text())["key"] == "k1"
+
+
+def test_a_stale_or_damaged_file_is_searched_again(tmp_path, caplog):
+    """Another key (config, ranks or events changed) or a damaged file: searched again and
+    rewritten, never served."""
+    path = tmp_path / "start.json"
+    shared_start(path, "old", lambda: SharedStart(_result(1.0), None, 0), chain_id=0)
+    new, reused = shared_start(path, "new", lambda: SharedStart(_result(2.0), None, 1), chain_id=1)
+    assert not reused and new.result.theta[0] == 2.0
+    assert json.loads(path.read_text())["key"] == "new"
+    path.write_text('{"schema": 1, "key": "new", "chain_id": 0, "start": {"theta": [')
+    new, reused = shared_start(path, "new", lambda: SharedStart(_result(3.0), None, 2), chain_id=2)
+    assert not reused and new.result.theta[0] == 3.0
+    assert "unreadable" in caplog.text
+
+
+def test_start_key_follows_config_ranks_and_events(tmp_path, events):  # noqa: F811
+    data = load_events(events)
+    key = start_key("abc", 1, data)
+    assert key == start_key("abc", 1, load_events(events))
+    assert key != start_key("abd", 1, data)
+    assert key != start_key("abc", 2, data)
+    x = data.x.copy()
+    x[0] += 1e-9
+    assert key != start_key("abc", 1, dataclasses.replace(data, x=x))
+
+
+@pytest.mark.opencl
+def test_a_chain_reading_the_shared_start_draws_as_if_it_had_searched(tmp_path, events):  # noqa: F811
+    """Truncated engine (the search's full evaluations tighten the cut-off on these data):
+    chain 1 of a run whose chain 0 searched first reads the start and the cut-off, runs no
+    search, and its every column equals chain 1 of a run where it searched itself."""
+    over = {"engine__tolerance": 1e-6, "sampler__iterations": 120, "sampler__warmup": 60,
+            **TIERED}  # fmt: skip
+    solo = load_config(write_config(tmp_path, events, "solo", **over))
+    alone = run_chain(solo, 1)
+    shared = load_config(write_config(tmp_path, events, "shared", **over))
+    first = run_chain(shared, 0)
+    second = run_chain(shared, 1)
+    assert first.finished and second.finished and alone.finished
+
+    on_file = json.loads(RunDir(shared.output.run_dir).start_path.read_text())
+    assert on_file["chain_id"] == 0
+    assert on_file["truncation"]["kappa"] > 0
+    # the search's passes (hundreds) were spent once: chain 1 evaluated its start point only
+    assert first.start_passes > 50 and alone.start_passes > 50
+    assert second.start_passes <= 2
+    want, got = draws(solo.output.run_dir, 1), draws(shared.output.run_dir, 1)
+    assert want.keys() == got.keys()
+    for key in want:
+        np.testing.assert_array_equal(got[key], want[key], err_msg=key)
+    ckpt = read_sidecar(RunDir(shared.output.run_dir).chain_path(1))["checkpoint"]
+    want_ckpt = read_sidecar(RunDir(solo.output.run_dir).chain_path(1))["checkpoint"]
+    assert ckpt["truncation"] == want_ckpt["truncation"]
+    assert ckpt["start"]["theta"] == want_ckpt["start"]["theta"]
