@@ -20,6 +20,7 @@ Data sets (``--sets``):
 
     python benchmarks/bench_converge.py                              # all sets, both samplers
     python benchmarks/bench_converge.py --sets lattice-5k --cap 600
+    python benchmarks/bench_converge.py --cap-of univariate=300 --cap-of us-100k:univariate=600
 
 Prints a table and writes JSON (default benchmarks/results/converge.json) and a text table.
 """
@@ -163,11 +164,21 @@ def pair_passes(run_dir: RunDir) -> int:
     return total
 
 
+def cap_of(args, data: str, sampler: str) -> float:
+    """The wall-time cap of one run: ``--cap-of DATA:SAMPLER=S``, ``SAMPLER=S``, or ``--cap``."""
+    caps = dict(item.split("=", 1) for item in args.cap_of)
+    for key in (f"{data}:{sampler}", sampler):
+        if key in caps:
+            return float(caps[key])
+    return args.cap
+
+
 def run_one(events: Path, area: float | None, sampler: str, work: Path, args) -> dict:
     """Launch ``hawkes-run local`` and watch it until converged + fixed draws, or the cap."""
     run_dir = work / f"run-{events.stem}-{sampler}"
     config = write_config(events, area, sampler, run_dir, args)
     rd = RunDir(run_dir)
+    cap = cap_of(args, events.stem, sampler)
     cmd = [sys.executable, "-m", "hawkes_cli", "run", "local", str(config)]
     t0 = time.monotonic()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -183,7 +194,7 @@ def run_one(events: Path, area: float | None, sampler: str, work: Path, args) ->
                      "draws_per_chain": stats["_draws_per_chain"]["n"]}  # fmt: skip
             print(f"    converged after {elapsed:.0f} s ({first['draws_per_chain']} draws/chain)")
         n = stats["_draws_per_chain"]["n"] if stats else 0
-        if (first is not None and n >= args.draws) or elapsed > args.cap or proc.poll() is not None:
+        if (first is not None and n >= args.draws) or elapsed > cap or proc.poll() is not None:
             break
     if proc.poll() is None:
         proc.send_signal(signal.SIGTERM)
@@ -199,6 +210,7 @@ def run_one(events: Path, area: float | None, sampler: str, work: Path, args) ->
     progress = [rd.read_progress(k).to_json() for k in range(CHAINS)]
     return {
         "sampler": sampler,
+        "cap_seconds": cap,
         "converged": first,
         "wall_seconds": wall,
         "fixed_draws_per_chain": n_fixed,
@@ -248,6 +260,13 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=1000)
     ap.add_argument("--draws", type=int, default=2000, help="post-warm-up draws per chain")
     ap.add_argument("--cap", type=float, default=1800.0, help="wall seconds per run at most")
+    ap.add_argument(
+        "--cap-of",
+        action="append",
+        default=[],
+        metavar="[DATA:]SAMPLER=SECONDS",
+        help="cap of one data set's sampler, or of a sampler (repeatable)",
+    )
     ap.add_argument("--poll", type=float, default=10.0)
     ap.add_argument("--commit-every", type=int, default=50)
     ap.add_argument("--work", type=Path, default=None, help="keep runs here (default: temp)")
@@ -256,6 +275,7 @@ def main() -> None:
     import tempfile
 
     rows = []
+    load_before = os.getloadavg()
     with tempfile.TemporaryDirectory() as tmp:
         work = args.work or Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
@@ -275,6 +295,7 @@ def main() -> None:
         "model": 1,
         "precision": "float32",
         "chains": CHAINS,
+        "loadavg_before_after": [load_before, os.getloadavg()],
         "targets": {"rhat_max": RHAT_MAX, "ess_min": ESS_MIN},
         "args": {k: str(v) for k, v in vars(args).items()},
         "truth_lattice": TRUTH.as_dict(),
