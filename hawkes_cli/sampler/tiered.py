@@ -1,0 +1,513 @@
+"""``tiered``: one trigger pass per iteration, many cheap moves, a mode-jumping move."""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from .moves import AM_SCALE, check_common, check_init, check_state, mh_accept
+from .state import LogDensity, SamplerState, StepInfo
+
+log = logging.getLogger(__name__)
+
+__all__ = ["TieredSampler"]
+
+
+def _default_accept(k: int) -> float:
+    """Near-optimal random-walk acceptance for a ``k``-dimensional Gaussian block."""
+    return {1: 0.44, 2: 0.35, 3: 0.3, 4: 0.27}.get(k, 0.234)
+
+
+def _cholesky(cov: np.ndarray, what: str) -> np.ndarray:
+    """Lower Cholesky factor of a symmetric ``cov``, with growing jitter if it is not PD."""
+    n = cov.shape[0]
+    base = float(np.mean(np.diag(cov))) or 1.0
+    jitter = 0.0
+    for _ in range(20):
+        try:
+            chol = np.linalg.cholesky(cov + jitter * np.eye(n))
+            break
+        except np.linalg.LinAlgError:
+            jitter = base * 1e-12 if jitter == 0.0 else jitter * 10.0
+    else:
+        raise ValueError(f"tiered sampler: the {what} covariance is not positive definite")
+    if jitter:
+        log.warning("tiered sampler: added jitter %.3g to the %s covariance", jitter, what)
+    return chol
+
+
+class _TieredParts(NamedTuple):
+    """Proposal pieces derived from a tiered state's covariance estimate (cached)."""
+
+    expensive: np.ndarray  # (d, k): increment = f_e * expensive @ z, z ~ N(0, I_k)
+    cheap: np.ndarray  # (d, c): cheap increment = f_c * cheap @ z (rows of e exactly 0)
+    jump_dir: np.ndarray  # (d,): cheap-block regression on the jump coordinate (1 there, 0 on e)
+
+
+class TieredSampler:
+    """One trigger pass per iteration, many cheap moves, and a mode-jumping move.
+
+    The coordinates split into the ``cheap`` block ``c`` (default ``(0, 1, 2)`` = ``mu0``,
+    ``tau_t``, ``xi0``) and the expensive block ``e`` (the rest: ``sigma_x``, ``sigma_t``). Let
+    ``S`` be the current covariance estimate of the target (below), ``S_ee``, ``S_ce``, ``S_cc``
+    its blocks, ``B = S_ce S_ee^-1`` and ``S_c|e = S_cc - B S_ec``. One :meth:`step` makes, in
+    this order:
+
+    1. **Expensive move** (one ``log_density`` call, the only one of the step whose expensive
+       coordinates differ from the current state's). ``expensive_move`` chooses the increment:
+
+       ``"coupled"`` (default)
+           ``delta_e = f_e L_e z`` with ``L_e L_e^T = (2.38^2 / |e|) S_ee`` and the cheap block
+           shifted along its regression on the expensive one, ``delta_c = B delta_e``. On a
+           Gaussian target the residual ``theta_c - B theta_e`` is independent of ``theta_e``,
+           so this move samples the *marginal* of the expensive block, whatever the
+           correlations with the cheap one (the cheap moves then redo the conditional).
+       ``"conditional"``
+           ``delta_e ~ f_e N(0, (2.38^2/|e|) S_e|c)``, cheap block fixed.
+       ``"joint"``
+           ``delta ~ f_e N(0, (2.38^2/d) S)`` on all coordinates.
+
+       Each increment law is symmetric (``delta`` and ``-delta`` equally likely; ``"coupled"``
+       is a symmetric law on a ``|e|``-dimensional subspace), so the plain Metropolis ratio
+       ``pi(theta') / pi(theta)`` is the exact MH ratio (translations preserve Lebesgue
+       measure; Tierney 1998).
+    2. **Cheap moves**: ``n_cheap`` random-walk proposals of the cheap block alone,
+       ``delta_c = f_c L_c z`` with ``L_c L_c^T = (2.38^2 / |c|) S_c|e`` (the conditional
+       shape, since the expensive block is held fixed). Symmetric, plain ratio. These follow
+       the (``mu0``, ``tau_t``) ridge at no trigger-pass cost.
+    3. **Mode jump** (with probability ``jump_prob``; one call): ``delta_c = s D + f_c L_c z``
+       with ``s = +-1`` equally likely, ``D`` drawn uniformly from the jump kinds: each fixed
+       vector of ``jump_vectors`` (cheap components of e.g. the difference of two modes found
+       by :func:`hawkes_cli.start.find_start`) and, when ``jump_range = (a, b)`` and
+       ``jump_index`` are set, ``D = m v`` with ``m ~ U(a, b)`` and ``v`` the regression of the
+       cheap block on coordinate ``jump_index`` under ``S_c|e`` (``v`` is 1 at ``jump_index``:
+       a jump of ``m`` in log ``tau_t`` with the compensating shift of ``mu0`` and ``xi0``
+       along the learned ridge). ``s``, ``D`` and ``z`` are independent and ``s`` is
+       symmetric, so the increment law is symmetric and the plain ratio is exact again.
+
+    Each move leaves the target invariant, hence so does their composition (and the random
+    choice of doing the jump, drawn independently of the state). Everything the proposals
+    depend on (``S``, ``f_e``, ``f_c``) changes only while ``adapt=True``.
+
+    Adaptation (warm-up only). ``S`` is the blend ``(n0 S0 + M2) / (n0 + w - 1)`` of a prior
+    estimate ``S0`` (``state.cov0``, weight ``n0 = prior_weight``) with the Welford sum of
+    outer products ``M2`` of the ``w`` states of the current window (states after each
+    iteration), plus ``eps I``. Windows double (Stan-like): they end after ``adapt_window *
+    (2^k - 1)`` adapting steps, ``S0`` becomes the blend and the window restarts, so the early
+    transient is forgotten. ``S0`` starts as the ``cov`` given to :meth:`init` (e.g. the
+    inverse Hessian at the mode) or ``diag(initial_scale^2)``. The factors follow
+    Robbins-Monro, ``log f += (n_adapt + 1)^-0.6 (alpha - target)``, with ``alpha`` the MH
+    acceptance probability of the expensive move (``f_e``) or the mean over the step's cheap
+    moves (``f_c``).
+
+    Parameters
+    ----------
+    dim
+        Number of coordinates ``d`` (>= 2).
+    cheap
+        Indices of the cheap block; the others form the expensive block (both non-empty).
+    n_cheap
+        Cheap-block moves per step (>= 0).
+    target_accept
+        Acceptance rate ``f_e`` is steered to; ``None``: 0.35 for a 2-coordinate block (0.44
+        for 1, 0.3 for 3, 0.234 for many; of ``d`` for ``"joint"``).
+    cheap_target_accept
+        The same for ``f_c`` and the cheap block; ``None`` as above.
+    initial_scale
+        Prior posterior sd per coordinate when :meth:`init` gets no ``cov``.
+    expensive_move
+        ``"coupled"``, ``"conditional"`` or ``"joint"`` (see above).
+    jump_prob
+        Probability of the mode-jumping move in a step (0 disables it).
+    jump_index
+        Coordinate (in ``cheap``) of the regression jump (``tau_t``); ``None`` disables that
+        kind of jump.
+    jump_range
+        ``(a, b)``, ``0 <= a < b``: range of the regression jump's size along ``jump_index``
+        (log scale); ``None`` disables that kind of jump.
+    jump_vectors
+        Fixed jump displacements, each of length ``d``; only their cheap components are used.
+    adapt_window
+        Length of the first adaptation window (doubling after).
+    prior_weight
+        Weight ``n0`` (in states) of ``S0`` in the blend.
+    eps
+        Ridge added to ``S``.
+    """
+
+    kind = "tiered"
+    _GAIN_EXPONENT = 0.6
+    _MAX_LOG_FACTOR = math.log(1e6)
+    EXPENSIVE_MOVES: tuple[str, ...] = ("coupled", "conditional", "joint")
+
+    def __init__(
+        self,
+        dim: int,
+        *,
+        cheap: Sequence[int] = (0, 1, 2),
+        n_cheap: int = 10,
+        target_accept: float | None = None,
+        cheap_target_accept: float | None = None,
+        initial_scale: float = 0.1,
+        expensive_move: str = "coupled",
+        jump_prob: float = 0.2,
+        jump_index: int | None = 1,
+        jump_range: tuple[float, float] | None = (1.0, 6.0),
+        jump_vectors: Sequence[Sequence[float]] = (),
+        adapt_window: int = 50,
+        prior_weight: float = 50.0,
+        eps: float = 1e-10,
+    ) -> None:
+        if int(dim) != dim or dim < 2:
+            raise ValueError(f"tiered sampler dimension must be an integer >= 2, got {dim!r}")
+        self.dim = d = int(dim)
+        cheap_idx = tuple(int(i) for i in cheap)
+        if (
+            len(set(cheap_idx)) != len(cheap_idx)
+            or not cheap_idx
+            or len(cheap_idx) >= d
+            or any(not 0 <= i < d for i in cheap_idx)
+        ):
+            raise ValueError(
+                f"cheap must list distinct coordinates in 0..{d - 1}, leaving at least one "
+                f"expensive coordinate; got {tuple(cheap)!r}"
+            )
+        self.cheap = tuple(sorted(cheap_idx))
+        self.expensive = tuple(i for i in range(d) if i not in self.cheap)
+        if expensive_move not in self.EXPENSIVE_MOVES:
+            raise ValueError(
+                f"unknown expensive_move {expensive_move!r}; valid choices are "
+                f"{', '.join(self.EXPENSIVE_MOVES)}"
+            )
+        self.expensive_move = expensive_move
+        n_moved = d if expensive_move == "joint" else len(self.expensive)
+        self.target_accept = (
+            _default_accept(n_moved) if target_accept is None else float(target_accept)
+        )
+        self.cheap_target_accept = (
+            _default_accept(len(self.cheap))
+            if cheap_target_accept is None
+            else float(cheap_target_accept)
+        )
+        check_common(d, self.target_accept, initial_scale)
+        check_common(d, self.cheap_target_accept, initial_scale)
+        if int(n_cheap) != n_cheap or n_cheap < 0:
+            raise ValueError(f"n_cheap must be an integer >= 0, got {n_cheap!r}")
+        if not 0.0 <= jump_prob <= 1.0:
+            raise ValueError(f"jump_prob must be in [0, 1], got {jump_prob!r}")
+        if jump_index is not None and int(jump_index) not in self.cheap:
+            raise ValueError(f"jump_index {jump_index!r} is not one of the cheap {self.cheap}")
+        if jump_range is not None:
+            lo, hi = (float(x) for x in jump_range)
+            if not (math.isfinite(hi) and 0.0 <= lo < hi):
+                raise ValueError(f"jump_range must be (a, b) with 0 <= a < b, got {jump_range!r}")
+            jump_range = (lo, hi)
+        vectors = []
+        for v in jump_vectors:
+            arr = np.asarray(v, dtype=float).reshape(-1)
+            if arr.shape != (d,) or not np.all(np.isfinite(arr)):
+                raise ValueError(f"each jump vector needs {d} finite values, got {v!r}")
+            vectors.append(tuple(arr[list(self.cheap)].tolist()))
+        if int(adapt_window) != adapt_window or adapt_window < 2:
+            raise ValueError(f"adapt_window must be an integer >= 2, got {adapt_window!r}")
+        if not (math.isfinite(prior_weight) and prior_weight > 0):
+            raise ValueError(f"prior_weight must be finite and > 0, got {prior_weight!r}")
+        if not (math.isfinite(eps) and eps > 0):
+            raise ValueError(f"eps must be finite and > 0, got {eps!r}")
+        self.n_cheap = int(n_cheap)
+        self.initial_scale = float(initial_scale)
+        self.jump_prob = float(jump_prob)
+        self.jump_index = None if jump_index is None else int(jump_index)
+        self.jump_range = jump_range
+        self.jump_vectors: tuple[tuple[float, ...], ...] = tuple(vectors)
+        self.adapt_window = int(adapt_window)
+        self.prior_weight = float(prior_weight)
+        self.eps = float(eps)
+        self._regression_jump = self.jump_range is not None and self.jump_index is not None
+        self._n_jump_kinds = len(self.jump_vectors) + int(self._regression_jump)
+        self._k_expensive = n_moved
+        c = len(self.cheap)
+        self.n_normals = n_moved + self.n_cheap * c + c
+        """Standard normals drawn per step (fixed by the settings)."""
+        self.n_uniforms = 1 + self.n_cheap + 5
+        """Uniforms drawn per step (fixed by the settings)."""
+        self._c = np.array(self.cheap)
+        self._e = np.array(self.expensive)
+        self._jump_full = np.zeros((len(self.jump_vectors), d))
+        for i, v in enumerate(self.jump_vectors):
+            self._jump_full[i, self._c] = v
+        self._parts_key: tuple[Any, ...] | None = None
+        self._parts: _TieredParts | None = None
+
+    def __repr__(self) -> str:
+        return (
+            f"TieredSampler(dim={self.dim}, cheap={self.cheap}, n_cheap={self.n_cheap}, "
+            f"target_accept={self.target_accept}, "
+            f"cheap_target_accept={self.cheap_target_accept}, "
+            f"initial_scale={self.initial_scale}, expensive_move={self.expensive_move!r}, "
+            f"jump_prob={self.jump_prob}, jump_index={self.jump_index}, "
+            f"jump_range={self.jump_range}, jump_vectors={len(self.jump_vectors)}, "
+            f"adapt_window={self.adapt_window}, prior_weight={self.prior_weight}, "
+            f"eps={self.eps})"
+        )
+
+    # ------------------------------------------------------------------------------ state
+    def init(self, theta0: Sequence[float], log_target: float, cov: Any = None) -> SamplerState:
+        """Starting state.
+
+        Parameters
+        ----------
+        theta0
+            Starting point (log scale), length ``d``.
+        log_target
+            Log density at ``theta0`` (finite).
+        cov
+            Prior estimate of the target's covariance, ``(d, d)`` symmetric positive definite
+            (e.g. :attr:`hawkes_cli.start.StartResult.cov`, the inverse Hessian at the mode);
+            ``None``: ``diag(initial_scale^2)``. Warm-up starts from it (it is ``state.cov0``).
+
+        Raises
+        ------
+        ValueError
+            Wrong length, non-finite values, or ``cov`` not symmetric positive definite.
+        """
+        theta = check_init(self.dim, theta0, log_target)
+        d = self.dim
+        if cov is None:
+            cov_arr = np.eye(d) * self.initial_scale**2
+        else:
+            cov_arr = np.asarray(cov, dtype=float)
+            if cov_arr.shape != (d, d) or not np.all(np.isfinite(cov_arr)):
+                raise ValueError(f"cov must be a finite ({d}, {d}) matrix, got {cov_arr.shape}")
+            if not np.allclose(cov_arr, cov_arr.T, rtol=1e-8, atol=0.0):
+                raise ValueError("cov must be symmetric")
+            cov_arr = 0.5 * (cov_arr + cov_arr.T)
+            try:
+                np.linalg.cholesky(cov_arr)
+            except np.linalg.LinAlgError as exc:
+                raise ValueError("cov must be positive definite") from exc
+        return SamplerState(
+            theta=theta,
+            log_target=float(log_target),
+            scales=(1.0, 1.0),
+            kind=self.kind,
+            proposals=(0, 0, 0),
+            accepts=(0, 0, 0),
+            cov0=tuple(cov_arr.reshape(-1).tolist()),
+        )
+
+    def covariance(self, state: SamplerState) -> np.ndarray:
+        """The target covariance estimate ``S`` the proposals are built from, ``(d, d)``.
+
+        ``(n0 S0 + M2) / (n0 + w - 1) + eps I`` (see the class notes); frozen after warm-up.
+        """
+        check_state(state, self.kind, self.dim)
+        d = self.dim
+        cov0 = np.asarray(state.cov0, dtype=float).reshape(d, d)
+        if state.window > 0:
+            m2 = np.asarray(state.m2, dtype=float).reshape(d, d)
+            cov = (self.prior_weight * cov0 + m2) / (self.prior_weight + state.window - 1)
+        else:
+            cov = cov0
+        return 0.5 * (cov + cov.T) + self.eps * np.eye(d)
+
+    def _proposal_parts(self, state: SamplerState) -> _TieredParts:
+        key = (state.window, state.m2, state.cov0)
+        if self._parts is not None and self._parts_key == key:
+            return self._parts
+        cov = self.covariance(state)
+        c, e = self._c, self._e
+        s_cc, s_ce, s_ee = cov[c][:, c], cov[c][:, e], cov[e][:, e]
+        reg = np.linalg.solve(s_ee, s_ce.T).T  # B = S_ce S_ee^-1, shape (c, e)
+        s_c_e = s_cc - reg @ s_ce.T
+        s_c_e = 0.5 * (s_c_e + s_c_e.T)
+        d = self.dim
+        if self.expensive_move == "joint":
+            expensive = _cholesky((AM_SCALE / d) * cov, "joint")
+        else:
+            expensive = np.zeros((d, len(e)))
+            if self.expensive_move == "coupled":
+                l_e = _cholesky((AM_SCALE / len(e)) * s_ee, "expensive")
+                expensive[c, :] = reg @ l_e
+            else:
+                s_e_c = s_ee - s_ce.T @ np.linalg.solve(s_cc, s_ce)
+                l_e = _cholesky((AM_SCALE / len(e)) * 0.5 * (s_e_c + s_e_c.T), "expensive")
+            expensive[e, :] = l_e
+        cheap = np.zeros((d, len(c)))
+        cheap[c, :] = _cholesky((AM_SCALE / len(c)) * s_c_e, "cheap")
+        jump_dir = np.zeros(d)
+        if self.jump_index is not None:
+            j = self.cheap.index(self.jump_index)
+            jump_dir[c] = s_c_e[:, j] / s_c_e[j, j]
+            jump_dir[self.jump_index] = 1.0
+        parts = _TieredParts(expensive, cheap, jump_dir)
+        self._parts_key, self._parts = key, parts
+        return parts
+
+    def _window_ends(self, n_adapt: int) -> bool:
+        """Whether an adaptation window ends after ``n_adapt`` adapting steps."""
+        q, r = divmod(n_adapt, self.adapt_window)
+        return r == 0 and q > 0 and (q + 1) & q == 0
+
+    # ------------------------------------------------------------------------------ step
+    def step(
+        self,
+        state: SamplerState,
+        log_density: LogDensity,
+        rng: np.random.Generator,
+        *,
+        adapt: bool,
+    ) -> tuple[SamplerState, StepInfo]:
+        """One iteration: expensive move, ``n_cheap`` cheap moves, maybe a mode jump.
+
+        ``log_density`` is called ``1 + n_cheap`` times, plus once more when a jump is
+        proposed; only the first call changes the expensive coordinates. Draws from ``rng``,
+        in order: :attr:`n_normals` standard normals (expensive move, cheap moves, jump
+        noise), then :attr:`n_uniforms` uniforms (expensive accept, cheap accepts, jump: do,
+        sign, kind, size, accept), all of them every step.
+        """
+        check_state(state, self.kind, self.dim)
+        normals = rng.standard_normal(self.n_normals)
+        uniforms = rng.random(self.n_uniforms)
+        parts = self._proposal_parts(state)
+        f_e, f_c = state.scales
+        n_c = len(self.cheap)
+        k = self._k_expensive
+
+        theta = np.array(state.theta, dtype=float)
+        log_target = state.log_target
+        calls = 0
+        target_call = -1
+
+        def alpha(log_new: float, log_old: float) -> float:
+            if not math.isfinite(log_new):
+                return 0.0
+            return math.exp(min(log_new - log_old, 0.0))
+
+        # 1. expensive move
+        proposal = theta + f_e * (parts.expensive @ normals[:k])
+        log_new = float(log_density(proposal.copy()))
+        calls += 1
+        alpha_e = alpha(log_new, log_target)
+        accepted = mh_accept(log_new, log_target, float(uniforms[0]))
+        if accepted:
+            theta, log_target, target_call = proposal, log_new, calls - 1
+
+        # 2. cheap moves (increments are exactly 0 on the expensive coordinates)
+        z_c = normals[k : k + self.n_cheap * n_c].reshape(self.n_cheap, n_c)
+        increments = f_c * (z_c @ parts.cheap.T)
+        cheap_accepted = 0
+        alpha_c = 0.0
+        for i in range(self.n_cheap):
+            proposal = theta + increments[i]
+            log_new = float(log_density(proposal.copy()))
+            calls += 1
+            alpha_c += alpha(log_new, log_target)
+            if mh_accept(log_new, log_target, float(uniforms[1 + i])):
+                theta, log_target, target_call = proposal, log_new, calls - 1
+                cheap_accepted += 1
+
+        # 3. mode jump
+        u_do, u_sign, u_kind, u_size, u_acc = (float(u) for u in uniforms[1 + self.n_cheap :])
+        jump_proposed = self._n_jump_kinds > 0 and u_do < self.jump_prob
+        jump_accepted = False
+        if jump_proposed:
+            pick = min(int(u_kind * self._n_jump_kinds), self._n_jump_kinds - 1)
+            if pick < len(self.jump_vectors):
+                shift = self._jump_full[pick]
+            else:
+                lo, hi = self.jump_range  # type: ignore[misc]
+                shift = (lo + (hi - lo) * u_size) * parts.jump_dir
+            sign = 1.0 if u_sign < 0.5 else -1.0
+            noise = f_c * (parts.cheap @ normals[k + self.n_cheap * n_c :])
+            proposal = theta + (sign * shift + noise)
+            log_new = float(log_density(proposal.copy()))
+            calls += 1
+            if mh_accept(log_new, log_target, u_acc):
+                theta, log_target, target_call = proposal, log_new, calls - 1
+                jump_accepted = True
+
+        theta_t = tuple(theta.tolist())
+        scales = state.scales
+        n_adapt, window = state.n_adapt, state.window
+        mean, m2, cov0 = state.mean, state.m2, state.cov0
+        if adapt:
+            gain = (n_adapt + 1) ** (-self._GAIN_EXPONENT)
+            bound = self._MAX_LOG_FACTOR
+            log_fe = math.log(f_e) + gain * (alpha_e - self.target_accept)
+            new_fe = math.exp(min(max(log_fe, -bound), bound))
+            new_fc = f_c
+            if self.n_cheap:
+                log_fc = math.log(f_c) + gain * (alpha_c / self.n_cheap - self.cheap_target_accept)
+                new_fc = math.exp(min(max(log_fc, -bound), bound))
+            scales = (new_fe, new_fc)
+
+            d = self.dim
+            window += 1
+            n_adapt += 1
+            if window == 1:
+                mean_arr = theta.copy()
+                m2_arr = np.zeros((d, d))
+            else:
+                mean_old = np.asarray(mean, dtype=float)
+                delta = theta - mean_old
+                mean_arr = mean_old + delta / window
+                m2_arr = np.asarray(m2, dtype=float).reshape(d, d) + np.outer(
+                    delta, theta - mean_arr
+                )
+            mean, m2 = tuple(mean_arr.tolist()), tuple(m2_arr.reshape(-1).tolist())
+            if self._window_ends(n_adapt):
+                blended = (self.prior_weight * np.asarray(cov0, dtype=float).reshape(d, d)) + (
+                    m2_arr
+                )
+                blended = blended / (self.prior_weight + window - 1)
+                blended = 0.5 * (blended + blended.T)
+                log.debug(
+                    "tiered sampler: adaptation window of %d states ends after %d steps",
+                    window,
+                    n_adapt,
+                )
+                cov0 = tuple(blended.reshape(-1).tolist())
+                window, mean, m2 = 0, (), ()
+
+        jump_p = int(jump_proposed)
+        new_state = SamplerState(
+            theta=theta_t,
+            log_target=log_target,
+            scales=scales,
+            kind=self.kind,
+            n_steps=state.n_steps + 1,
+            n_accepted=state.n_accepted + accepted,
+            n_adapt=n_adapt,
+            proposals=(
+                state.proposals[0] + 1,
+                state.proposals[1] + self.n_cheap,
+                state.proposals[2] + jump_p,
+            ),
+            accepts=(
+                state.accepts[0] + accepted,
+                state.accepts[1] + cheap_accepted,
+                state.accepts[2] + jump_accepted,
+            ),
+            mean=mean,
+            m2=m2,
+            cov0=cov0,
+            window=window,
+        )
+        info = StepInfo(
+            accepted=accepted,
+            coordinate=-2,
+            proposal_scale=f_e,
+            n_proposals=calls,
+            n_accepted=int(accepted) + cheap_accepted + int(jump_accepted),
+            cheap_proposed=self.n_cheap,
+            cheap_accepted=cheap_accepted,
+            jump_proposed=jump_proposed,
+            jump_accepted=jump_accepted,
+            target_call=target_call,
+        )
+        return new_state, info
