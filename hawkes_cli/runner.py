@@ -94,6 +94,9 @@ __all__ = [
 
 INIT_JITTER = 0.3  # sd of each chain's random start around the initial values, log scale
 PROGRESS_SECONDS = 2.0
+#: Data whose events outnumber their distinct times this many times over are on a day lattice
+#: (a ``tau_t`` change then costs the fast start's cheap-coordinate polish no pair pass).
+LATTICE_SHARE = 10
 #: Search starts of ``tau_t`` besides the default (log-spaced from 1 day to the data's span).
 N_TAU_STARTS = 5
 #: Over-dispersed start draws tried (each must have a finite log posterior) before a chain
@@ -489,15 +492,20 @@ def _search_start(
             ScaledLikelihood(likelihood.subsample_loglik, data.n / n_sub), posterior.priors
         )
     span = float(data.time[-1] - data.time[0])
+    tau_index = PARAM_NAMES.index("tau_t")
     tau_starts = np.log(np.geomspace(1.0, span, N_TAU_STARTS)) if span > 1.0 else ()
+    # a tau_t change costs a background pass: O(U^2 + N) on a day lattice, a pair pass else
+    lattice = np.unique(data.time).size * LATTICE_SHARE <= data.n
+    cheap = tuple(i for i in posterior.cheap if i != tau_index or lattice)
     passes0, sub_passes0 = rank.pair_passes, rank.subsample_pair_passes
     try:
         result = find_start(
             posterior,
             to_theta(setup.initial),
             subsample_log_post=search,
-            tau_index=PARAM_NAMES.index("tau_t"),
+            tau_index=tau_index,
             tau_starts=tau_starts,
+            cheap=cheap,
         )
     except ValueError as exc:
         raise ConfigError(
@@ -508,13 +516,14 @@ def _search_start(
         if search is not posterior:
             likelihood.end_subsample()
     log.info(
-        "chain %d: fast start in %.1f s: search %d evaluations on %s, curvature %d on the full "
-        "data; pair passes %d on the subsample, %d on the full data; %d mode(s), curvature "
-        "from %s; mode %s, log posterior %.6g",
+        "chain %d: fast start in %.1f s: search %d evaluations on %s, %d cheap-coordinate and "
+        "%d curvature evaluations on the full data; pair passes %d on the subsample, %d on the "
+        "full data; %d mode(s), curvature from %s; mode %s, log posterior %.6g",
         setup.chain_id,
         result.seconds,
         result.n_sub_evals,
         f"a subsample of {n_sub} events" if search is not posterior else "the full data",
+        result.n_cheap_evals,
         result.n_full_evals,
         rank.subsample_pair_passes - sub_passes0,
         rank.pair_passes - passes0,

@@ -15,6 +15,11 @@ events it drops) before adding the log prior.
 2. **Merge** the optima closer than ``mode_tol`` (largest coordinate difference), evaluate each
    distinct one on the full log posterior (one call each) and keep the best; all are recorded
    in :attr:`StartResult.modes` (for the tiered sampler's ``jump_vectors``).
+2b. **Cheap polish** (after a subsample search, with ``cheap`` coordinates given): Nelder-Mead
+   over the best mode's cheap coordinates on the full log posterior, the others held. A
+   subsample thins the trigger's sources too, which biases the search's ``xi0`` (and with it
+   ``mu0`` and ``tau_t``); on the full data these coordinates cost no trigger pass, so the
+   bias goes for a few hundred O(N) evaluations before the curvature is taken.
 3. **Curvature and polish**: a central finite-difference Hessian and gradient on the full log
    posterior (``1 + 2 d k + 2 d (d - 1)`` calls, ``k`` the step-sizing rounds, usually 1 when a
    subsample Hessian has sized the steps), each step chosen so that the log posterior drops by
@@ -164,6 +169,8 @@ class StartResult:
         Eigenvalues of ``-H`` raised to ``1 / max_sd^2`` (0 at a clean maximum).
     n_sub_evals, n_full_evals
         Subsample and full log posterior evaluations made.
+    n_cheap_evals
+        Full evaluations of the cheap-coordinate polish (no trigger pass each; 0 without one).
     seconds
         Wall time of :func:`find_start`.
     modes
@@ -180,6 +187,7 @@ class StartResult:
     n_full_evals: int
     seconds: float
     modes: tuple[Mode, ...]
+    n_cheap_evals: int = 0
 
     @property
     def cov_matrix(self) -> np.ndarray:
@@ -214,6 +222,7 @@ class StartResult:
             "n_clipped": self.n_clipped,
             "n_sub_evals": self.n_sub_evals,
             "n_full_evals": self.n_full_evals,
+            "n_cheap_evals": self.n_cheap_evals,
             "seconds": self.seconds,
             "modes": [m.to_json() for m in self.modes],
         }
@@ -238,6 +247,7 @@ class StartResult:
                 n_clipped=int(d["n_clipped"]),
                 n_sub_evals=int(d["n_sub_evals"]),
                 n_full_evals=int(d["n_full_evals"]),
+                n_cheap_evals=int(d.get("n_cheap_evals", 0)),  # absent before it existed
                 seconds=float(d["seconds"]),
                 modes=tuple(Mode.from_json(m) for m in d["modes"]),
             )
@@ -287,6 +297,35 @@ def _search(
         )
         converged = bool(res.success)
     return np.asarray(best[0], dtype=float), float(best[1]), converged
+
+
+def _polish_cheap(
+    log_post: LogPost,
+    x0: np.ndarray,
+    f0: float,
+    cheap: Sequence[int],
+    step: float,
+    max_evals: int,
+) -> tuple[np.ndarray, float, int]:
+    """Nelder-Mead over the coordinates ``cheap`` of ``log_post`` from ``x0``, the others held.
+
+    Returns the best point (full vector), its value, and the calls made.
+    """
+    idx = np.asarray(sorted(set(int(i) for i in cheap)), dtype=int)
+    if idx.size == 0 or np.any((idx < 0) | (idx >= len(x0))):
+        raise ValueError(f"cheap coordinates must be in 0..{len(x0) - 1}, got {list(cheap)!r}")
+
+    def embed(z: np.ndarray) -> np.ndarray:
+        x = np.array(x0, dtype=float)
+        x[idx] = z
+        return x
+
+    f = _Counted(lambda z: log_post(embed(z)), max_evals)
+    z, fz, _ = _search(f, x0[idx], f0, step, max_evals)
+    if fz > f0:
+        log.info("start: the cheap coordinates on the full data gained %.4g nats", fz - f0)
+        return embed(z), fz, f.n
+    return np.array(x0, dtype=float), f0, f.n
 
 
 # ---------------------------------------------------------------------------- curvature
@@ -374,6 +413,8 @@ def find_start(
     fd_drop: float = 1.0,
     max_sd: float = 2.0,
     polish_rounds: int = 3,
+    cheap: Sequence[int] = (),
+    max_cheap_evals: int = 300,
 ) -> StartResult:
     """Find the best posterior mode, its curvature, and the modes on the way.
 
@@ -404,6 +445,13 @@ def find_start(
         Largest posterior sd (log scale) the covariance may claim; also the largest step.
     polish_rounds
         Newton steps (each recomputing the Hessian if it moved more than one sd).
+    cheap
+        Coordinates whose change costs the full posterior no trigger pass (``mu0``, ``xi0``,
+        and ``tau_t`` on a day lattice). After a subsample search, the best mode's cheap
+        coordinates are re-optimised on the full posterior, the others held (step 2b).
+    max_cheap_evals
+        Cap on the full posterior calls of that polish (counted apart from
+        ``max_full_evals``, in :attr:`StartResult.n_cheap_evals`).
 
     Returns
     -------
@@ -493,6 +541,13 @@ def find_start(
     if not math.isfinite(f_best):
         raise ValueError("find_start: the full log posterior is not finite at any mode found")
 
+    # 2b. the subsample's bias in the cheap coordinates, removed on the full data for free
+    n_cheap = 0
+    if sub is not None and len(cheap):
+        best, f_best, n_cheap = _polish_cheap(
+            log_post, best, f_best, cheap, search_step, int(max_cheap_evals)
+        )
+
     # 3. curvature: size the steps on the subsample, then Hessian and Newton on the full
     h = np.full(d, 0.1)
     cov = np.eye(d) * max_sd**2
@@ -536,16 +591,18 @@ def find_start(
         n_clipped=clipped,
         n_sub_evals=0 if sub is None else sub.n,
         n_full_evals=full.n,
+        n_cheap_evals=n_cheap,
         seconds=time.perf_counter() - t_start,
         modes=tuple(modes),
     )
     log.info(
-        "start: mode %s, log posterior %.6g, %d mode(s), %d full + %d subsample evaluations, "
-        "%.1f s",
+        "start: mode %s, log posterior %.6g, %d mode(s), %d full (+ %d cheap) + %d subsample "
+        "evaluations, %.1f s",
         np.round(best, 4).tolist(),
         f_best,
         len(modes),
         result.n_full_evals,
+        result.n_cheap_evals,
         result.n_sub_evals,
         result.seconds,
     )
