@@ -28,6 +28,7 @@ import dataclasses
 import gzip
 import json
 import logging
+import math
 import os
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -37,7 +38,7 @@ from typing import IO, Any
 import numpy as np
 
 from . import atomic
-from .errors import EventsError, UsageError
+from .errors import ConfigError, EventsError, UsageError
 
 log = logging.getLogger(__name__)
 
@@ -563,10 +564,14 @@ def _load_hdf5(path: Path, need_density: bool) -> EventData:
             attrs = {str(k): _decode_attr(v) for k, v in group.attrs.items()}
     except EventsError:
         raise
-    except OSError as exc:
+    except (OSError, KeyError, RuntimeError, ValueError) as exc:
+        # h5py: KeyError for a dangling soft or external link, RuntimeError or OSError for
+        # damaged metadata (flipped bytes), ValueError for an unreadable attribute
         raise EventsError(
-            f"{path}: cannot read the HDF5 file ({exc}); check that it is complete and readable"
+            f"{path}: cannot read the HDF5 file ({exc}); it is damaged or holds a link to "
+            f"something missing; check that it is complete, or write it again"
         ) from None
+    _check_area_attr(path, attrs)
 
     n = raw["time"].shape[0]
     for name, values in raw.items():
@@ -585,6 +590,21 @@ def _load_hdf5(path: Path, need_density: bool) -> EventData:
             density_problem = exc.message
     fips = _h5_fips(path, raw["fips"], where) if "fips" in raw else None
     return _build(path, columns, fips, density_problem, attrs, where, need_density)
+
+
+def _check_area_attr(path: Path, attrs: Mapping[str, Any]) -> None:
+    """The ``area`` attribute, when present, must be one finite number > 0 (not a boolean)."""
+    if "area" not in attrs:
+        return
+    value = attrs["area"]
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if not number or not math.isfinite(value) or value <= 0:
+        raise EventsError(
+            f"{path}: attribute /{HDF5_GROUP}.area is {value!r} ({type(value).__name__}), not "
+            f"a finite number > 0; it is the study-region area in coordinate units squared: "
+            f"store it as one positive number, or give the area in the config (data.area) or "
+            f"with --area"
+        )
 
 
 def _write_hdf5(data: EventData, target: str) -> None:
@@ -637,22 +657,67 @@ def load_events(path: PathLike, *, need_density: bool = False) -> EventData:
         unequal length, fewer than 2 events. The message names the file, the column and the first
         bad row (CSV: 1-based line number in the file; HDF5: 0-based index).
     """
-    p = Path(path)
+    p = _user_path(path)
     kind = _kind(p)
     if not kind:
         raise EventsError(
             f"{p}: unknown events file type {''.join(p.suffixes) or '(no suffix)'!r}; "
             f"accepted suffixes are {_suffix_text()}"
         )
-    if not p.exists():
+    try:
+        os.stat(p)
+    except FileNotFoundError:
         raise EventsError(
             f"{p}: file not found; check the path (relative paths start at {Path.cwd()})"
-        )
+        ) from None
+    except OSError as exc:  # a name or path too long, a loop of links, no permission
+        raise EventsError(
+            f"{p}: cannot use this path ({exc.strerror or exc}); check the path"
+        ) from None
     if p.is_dir():
         raise EventsError(f"{p}: is a directory, not an events file")
     data = _load_csv(p, need_density) if kind == "csv" else _load_hdf5(p, need_density)
     log.info("loaded %d events from %s", data.n, p)
     return data
+
+
+def check_window_end(data: EventData, window_end: float | None, *, what: str) -> None:
+    """Refuse an observation window that ends before the last event.
+
+    Parameters
+    ----------
+    data
+        The events.
+    window_end
+        End ``T`` of the window (time units), ``None`` for the last event time.
+    what
+        Where the value came from, for the message (e.g. ``"c.yaml: data.window_end"``).
+
+    Raises
+    ------
+    ConfigError
+        ``window_end`` is before ``data.time[-1]``.
+    """
+    if window_end is not None and data.n and window_end < data.time[-1]:
+        raise ConfigError(
+            f"{what} {window_end:g} is before the last event time {data.time[-1]:g} of "
+            f"{data.source}; the window must hold every event: set it at or after that time, "
+            f"or leave it out (the last event time)"
+        )
+
+
+def _user_path(path: PathLike) -> Path:
+    """``path`` with a leading ``~`` or ``~user`` expanded; an unknown user is an error."""
+    p = Path(path)
+    if str(p).startswith("~"):
+        try:
+            p = p.expanduser()
+        except RuntimeError:
+            raise EventsError(
+                f"{p}: cannot expand {str(p).split(os.sep)[0]!r} (no such user, or no home "
+                f"directory); write the path out in full"
+            ) from None
+    return p
 
 
 def _create_empty(tmp: Path, path: Path) -> None:

@@ -124,10 +124,13 @@ def parse_prior(param: str, spec: Any, where: str = "config") -> Prior:
     want = FAMILIES[family]
     if not isinstance(args, (list, tuple)) or len(args) != want:
         raise ConfigError(f"{where}: {key}.{family} needs {want} number(s), got {args!r}")
-    try:
-        nums = tuple(float(v) for v in args)
-    except (TypeError, ValueError):
-        raise ConfigError(f"{where}: {key}.{family} values must be numbers, got {args!r}") from None
+    # YAML numbers only: a boolean is not 1, a quoted "1" is text
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in args):
+        raise ConfigError(
+            f"{where}: {key}.{family} values must be numbers (unquoted, not true/false), "
+            f"got {args!r}"
+        )
+    nums = tuple(float(v) for v in args)
     if not all(math.isfinite(v) for v in nums):
         raise ConfigError(f"{where}: {key}.{family} values must be finite, got {args!r}")
     positive = nums[1:] if family in ("normal", "lognormal") else nums

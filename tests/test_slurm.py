@@ -175,7 +175,7 @@ GOLDEN_CASES = {
             "time": "24:00:00",
             "account": "hawkes-lab",
             "qos": "normal",
-            "extra": {"constraint": "a100", "exclusive": "", "mail-type": "END,FAIL"},
+            "extra": {"constraint": "a100", "exclusive": True, "mail-type": "END,FAIL"},
         },
     ),
     "single": dict(run_dir="runs/one", chains=chains(1, 1, 1), slurm={"time": "90"}),
@@ -310,7 +310,11 @@ def test_template_is_found_in_the_checkout():
 def test_line_breaks_cannot_reach_the_script():
     with pytest.raises(ConfigError, match="line break"):
         slurm.sbatch_quote("a\nb")
-    cfg = make_config("/srv/x\n#SBATCH --wrap=evil")
+    with pytest.raises(ConfigError, match="control character"):  # the config refuses it
+        make_config("/srv/x\n#SBATCH --wrap=evil")
+    cfg = make_config("/srv/x")  # and the script would, were a Config built in code
+    evil = dataclasses.replace(cfg.output, run_dir=Path("/srv/x\n#SBATCH --wrap=evil"))
+    cfg = dataclasses.replace(cfg, output=evil)
     with pytest.raises(ConfigError, match="line break"):
         slurm.render_script(cfg, slurm.make_plan(cfg), config_path=Path("/c.yaml"))
 

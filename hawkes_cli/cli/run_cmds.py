@@ -185,11 +185,12 @@ def devices_cmd(as_json: bool) -> None:
 def validate_cmd(config_file: Path) -> None:
     """Check CONFIG and its data (events, area, polygons) without running anything."""
     from ..config import load_config
-    from ..data import load_events
+    from ..data import check_window_end, load_events
     from ..runner import make_resampler, resolve_area
 
     config = load_config(config_file)
     data = load_events(config.data.events, need_density=config.model.kind == 2)
+    check_window_end(data, config.data.window_end, what=f"{config_file}: data.window_end")
     area = resolve_area(config, data)
     resampler = make_resampler(config, data)
     sc, ch = config.sampler, config.chains

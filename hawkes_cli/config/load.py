@@ -73,8 +73,45 @@ def config_from_mapping(
     return Config(**sections, source=source)
 
 
+#: Largest config file read (bytes); a config is a few kilobytes.
+MAX_CONFIG_BYTES = 1 << 20
+#: Deepest nesting of lists and mappings in a config (the schema needs 3).
+MAX_CONFIG_DEPTH = 20
+
+
+class _RefusedYAML(yaml.MarkedYAMLError):
+    """YAML that is valid but not accepted in a config (an alias, too deep)."""
+
+
 class _UniqueKeyLoader(yaml.SafeLoader):
-    """``yaml.SafeLoader`` that rejects a key repeated in one mapping."""
+    """``yaml.SafeLoader`` that rejects a key repeated in one mapping, aliases (``*name``: a
+    few lines of nested aliases expand to billions of nodes) and nesting deeper than
+    :data:`MAX_CONFIG_DEPTH` (Python's recursion limit)."""
+
+    _depth = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise _RefusedYAML(
+                None,
+                None,
+                f"aliases (*{event.anchor}) are not allowed in a config; write the value out",
+                event.start_mark,
+            )
+        self._depth += 1
+        try:
+            if self._depth > MAX_CONFIG_DEPTH:
+                raise _RefusedYAML(
+                    None,
+                    None,
+                    f"nested more than {MAX_CONFIG_DEPTH} levels deep; a config is sections "
+                    "of key: value",
+                    self.peek_event().start_mark,
+                )
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
 
     def construct_mapping(self, node: Any, deep: bool = False) -> dict[Any, Any]:
         seen: set[str] = set()
@@ -111,8 +148,17 @@ def config_from_yaml_text(
         On a YAML syntax error (with its line and column), an empty document, or any
         validation failure.
     """
+    if len(text) > MAX_CONFIG_BYTES:
+        raise ConfigError(
+            f"{where}: {len(text):,} characters, more than a config can have "
+            f"({MAX_CONFIG_BYTES:,}); is this the right file?"
+        )
     try:
         mapping = yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader subclass
+    except _RefusedYAML as exc:
+        mark = exc.problem_mark
+        at = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+        raise ConfigError(f"{where}: {exc.problem}{at}") from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
@@ -147,12 +193,27 @@ def load_config(path: str | Path) -> Config:
         If the file is missing or unreadable, or its content is invalid.
     """
     where = str(path)
-    file = Path(path).expanduser().absolute()
-    if not file.exists():
-        raise ConfigError(f"{where}: config file not found (looked for {file})")
+    try:
+        file = Path(path).expanduser().absolute()
+    except RuntimeError:
+        raise ConfigError(
+            f"{where}: cannot expand '~' (no such user, or no home directory); write the path "
+            "out in full"
+        ) from None
+    try:
+        file.stat()
+    except FileNotFoundError:
+        raise ConfigError(f"{where}: config file not found (looked for {file})") from None
+    except OSError as exc:
+        raise ConfigError(f"{where}: cannot use this path ({exc.strerror or exc})") from None
     if file.is_dir():
         raise ConfigError(f"{where}: is a directory, expected a YAML config file")
     try:
+        if file.stat().st_size > 4 * MAX_CONFIG_BYTES:  # refuse before reading it all
+            raise ConfigError(
+                f"{where}: {file.stat().st_size:,} bytes, more than a config can have "
+                f"({MAX_CONFIG_BYTES:,}); is this the right file?"
+            )
         text = file.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{where}: not a UTF-8 text file ({exc.reason})") from None

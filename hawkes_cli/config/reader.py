@@ -9,6 +9,7 @@ from __future__ import annotations
 import difflib
 import math
 import os
+import unicodedata
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -62,6 +63,15 @@ def is_int(value: Any) -> bool:
 def is_number(value: Any) -> bool:
     """An integer or float that is not a boolean."""
     return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def control_character(text: str) -> str | None:
+    """The first control or invisible formatting character of ``text`` (escape sequences,
+    bells, line breaks, bidirectional overrides: Unicode categories Cc and Cf), or ``None``."""
+    for ch in text:
+        if unicodedata.category(ch) in ("Cc", "Cf"):
+            return ch
+    return None
 
 
 def resolve_path(base_dir: Path, value: str) -> Path:
@@ -163,7 +173,17 @@ class SectionReader:
             raise self.error(key, f"a non-empty string{spec.hint}", value)
         if "\n" in value or "\r" in value:
             raise self.error(key, "a single line of text", value)
+        self.printable(key, value)
         return value
+
+    def printable(self, key: str, text: str) -> None:
+        """Refuse a control character (it would reach terminals and batch scripts raw)."""
+        ch = control_character(text)
+        if ch is not None:
+            raise ConfigError(
+                f"{self.where}: {self.name}.{key}: contains the control character "
+                f"{ch!r} (U+{ord(ch):04X}); remove it (names are printed and go into scripts)"
+            )
 
     def choice(self, key: str, spec: KeySpec) -> Any:
         """One of ``spec.choices`` (strings, or integers; a boolean is not an integer)."""
@@ -190,4 +210,10 @@ class SectionReader:
             raise self.error(
                 key, "a file path (absolute, or relative to the YAML file's directory)", value
             )
-        return resolve_path(self.base_dir, value)
+        self.printable(key, value)
+        try:
+            return resolve_path(self.base_dir, value)
+        except RuntimeError:  # ~user of an unknown user
+            raise self.error(
+                key, "a path whose '~' can be expanded (no such user?); write it out", value
+            ) from None

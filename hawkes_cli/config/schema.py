@@ -36,6 +36,11 @@ from .spec import choice, integer, number, own_reader, path, spec_of, string
 MAX_SEED = 2**63 - 1  # seeds are stored as HDF5 int64 attributes
 MAX_DEFAULT_WARMUP = 1000
 MAX_N_CHEAP = 1000  # proposals per iteration are stored as int16 in the chain file
+#: Largest iteration count (and thin, commit and resample interval): far beyond any run, well
+#: inside the int64 of the chain file's attributes and iteration column.
+MAX_ITERATIONS = 10**12
+#: Most chains of a run, and most GPUs (ranks) of a node: the plan lists every one.
+MAX_CHAINS = 10_000
 
 #: ``sampler.initial: auto``: find the posterior mode first, then start each chain
 #: over-dispersed around it (:mod:`hawkes_cli.start`).
@@ -134,11 +139,11 @@ class SamplerConfig:
     """
 
     kind: str = field(default=DEFAULT_SAMPLER, metadata=choice(SAMPLER_KINDS))
-    iterations: int = field(default=20000, metadata=integer(minimum=1))
-    warmup: int | None = field(default=None, metadata=integer(minimum=0))
-    thin: int = field(default=1, metadata=integer(minimum=1))
+    iterations: int = field(default=20000, metadata=integer(minimum=1, maximum=MAX_ITERATIONS))
+    warmup: int | None = field(default=None, metadata=integer(minimum=0, maximum=MAX_ITERATIONS))
+    thin: int = field(default=1, metadata=integer(minimum=1, maximum=MAX_ITERATIONS))
     seed: int = field(default=1, metadata=integer(minimum=0, maximum=MAX_SEED))
-    resample_every: int = field(default=0, metadata=integer(minimum=0))
+    resample_every: int = field(default=0, metadata=integer(minimum=0, maximum=MAX_ITERATIONS))
     target_accept: float | None = field(default=None, metadata=number(gt=0, lt=1))
     initial: str | Mapping[str, float] = field(
         default=INITIAL_AUTO, metadata=own_reader("start_values")
@@ -146,7 +151,9 @@ class SamplerConfig:
     initial_scale: float = field(default=0.1, metadata=number(gt=0))
     n_cheap: int = field(default=10, metadata=integer(minimum=0, maximum=MAX_N_CHEAP))
     jump_prob: float = field(default=0.2, metadata=number(ge=0, le=1))
-    start_subsample: int = field(default=20000, metadata=integer(minimum=100))
+    start_subsample: int = field(
+        default=20000, metadata=integer(minimum=100, maximum=MAX_ITERATIONS)
+    )
 
     def __post_init__(self) -> None:
         if self.warmup is None:
@@ -175,10 +182,10 @@ class ChainsConfig:
         GPUs of one node (>= 1).
     """
 
-    count: int = field(default=4, metadata=integer(minimum=1))
-    gpus_per_chain: int = field(default=1, metadata=integer(minimum=1))
-    chains_per_node: int = field(default=1, metadata=integer(minimum=1))
-    gpus_per_node: int = field(default=8, metadata=integer(minimum=1))
+    count: int = field(default=4, metadata=integer(minimum=1, maximum=MAX_CHAINS))
+    gpus_per_chain: int = field(default=1, metadata=integer(minimum=1, maximum=MAX_CHAINS))
+    chains_per_node: int = field(default=1, metadata=integer(minimum=1, maximum=MAX_CHAINS))
+    gpus_per_node: int = field(default=8, metadata=integer(minimum=1, maximum=MAX_CHAINS))
 
 
 @dataclass(frozen=True)
@@ -230,7 +237,7 @@ class OutputConfig:
     """
 
     run_dir: Path = field(metadata=path())
-    commit_every: int = field(default=100, metadata=integer(minimum=1))
+    commit_every: int = field(default=100, metadata=integer(minimum=1, maximum=MAX_ITERATIONS))
 
 
 @dataclass(frozen=True)
@@ -244,8 +251,8 @@ class SlurmConfig:
     time
         Time limit per job, a Slurm ``--time`` value (``[D-]HH:MM:SS``, minutes, ...).
     extra
-        Further sbatch options, option name (without ``--``) -> value as text, e.g.
-        ``{"constraint": "a100"}``.
+        Further sbatch options, full option name (without ``--``) -> value as text, e.g.
+        ``{"constraint": "a100"}``, or ``True`` for a flag such as ``exclusive``.
     requeue_budget
         How many times a job may requeue itself after preemption or its time limit (>= 0).
     signal_seconds
@@ -257,8 +264,10 @@ class SlurmConfig:
     time: str = field(default="24:00:00", metadata=own_reader("slurm_time"))
     account: str | None = field(default=None, metadata=string())
     qos: str | None = field(default=None, metadata=string())
-    extra: Mapping[str, str] = field(default_factory=dict, metadata=own_reader("sbatch_options"))
-    requeue_budget: int = field(default=10, metadata=integer(minimum=0))
+    extra: Mapping[str, str | bool] = field(
+        default_factory=dict, metadata=own_reader("sbatch_options")
+    )
+    requeue_budget: int = field(default=10, metadata=integer(minimum=0, maximum=MAX_ITERATIONS))
     signal_seconds: int = field(
         default=300, metadata=integer(minimum=1, maximum=MAX_SIGNAL_SECONDS)
     )

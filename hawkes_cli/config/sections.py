@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -72,12 +73,13 @@ def _slurm_time(sec: SectionReader, key: str, spec: KeySpec) -> str:
     return value.strip()
 
 
-def _sbatch_options(sec: SectionReader, key: str, spec: KeySpec) -> dict[str, str]:
-    """``slurm.extra``: sbatch option name (no ``--``) -> value as one line of text."""
+def _sbatch_options(sec: SectionReader, key: str, spec: KeySpec) -> dict[str, str | bool]:
+    """``slurm.extra``: sbatch option name (no ``--``) -> value as one line of text, or
+    ``True`` for a flag (an option without a value)."""
     raw = sec.get(key)
     if not isinstance(raw, Mapping):
         raise sec.error(key, "a mapping of sbatch option -> value, e.g. {constraint: a100}", raw)
-    out: dict[str, str] = {}
+    out: dict[str, str | bool] = {}
     for option, value in raw.items():
         sub = f"{key}.{option}"
         if not isinstance(option, str) or not SBATCH_OPTION_RE.match(option):
@@ -90,11 +92,19 @@ def _sbatch_options(sec: SectionReader, key: str, spec: KeySpec) -> dict[str, st
                 f"{sec.where}: {sec.name}.{sub}: use {sec.name}.{OWN_OPTIONS[option]} instead "
                 f"of {sec.name}.{key} for this option"
             )
+        if value is True:  # a flag option without a value, e.g. exclusive: true
+            out[option] = True
+            continue
         if not (isinstance(value, str) or is_number(value)):
-            raise sec.error(sub, "a string or a number", value)
+            raise sec.error(sub, "a string, a number, or true for a flag without a value", value)
         text = str(value)
+        if not text.strip():
+            raise sec.error(
+                sub, "a value; for an option without a value (a flag) write true", value
+            )
         if "\n" in text or "\r" in text:
             raise sec.error(sub, "a single line of text", value)
+        sec.printable(sub, text)
         out[option] = text
     return out
 
@@ -161,6 +171,37 @@ def _check_chains(values: dict[str, Any], sec: SectionReader, stem: str) -> None
 def _check_output(values: dict[str, Any], sec: SectionReader, stem: str) -> None:
     if values["run_dir"] is None:
         values["run_dir"] = resolve_path(sec.base_dir, f"runs/{stem}")
+    _check_run_dir(values["run_dir"], sec)
+
+
+def _check_run_dir(run_dir: Path, sec: SectionReader) -> None:
+    """The run directory is a directory, or can be made: nothing in its path is a file, and
+    the nearest folder that exists is writable when it must be created (only reads, no
+    writes; an existing run directory is not required to be writable, so a finished run can
+    be read from a read-only copy)."""
+    where = f"{sec.where}: output.run_dir {str(run_dir)!r}"
+    try:
+        if run_dir.exists():
+            if not run_dir.is_dir():
+                raise ConfigError(
+                    f"{where}: is a file, not a directory; choose another output.run_dir"
+                )
+            return
+        parent = run_dir.parent
+        while not parent.exists() and parent != parent.parent:
+            parent = parent.parent
+    except OSError as exc:  # a name too long, a loop of links
+        raise ConfigError(f"{where}: cannot be used ({exc.strerror or exc})") from None
+    if not parent.is_dir():
+        raise ConfigError(
+            f"{where}: cannot be created: {parent} is a file, not a directory; choose another "
+            "output.run_dir"
+        )
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise ConfigError(
+            f"{where}: cannot be created: the folder {parent} is not writable; choose another "
+            "output.run_dir"
+        )
 
 
 def _check_slurm(values: dict[str, Any], sec: SectionReader, stem: str) -> None:

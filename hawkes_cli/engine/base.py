@@ -36,6 +36,28 @@ from ..parallel import Comm, SerialComm
 log = logging.getLogger(__name__)
 
 LAMBDA_FLOOR = 1e-40
+
+#: The range of every parameter that the engines evaluate (natural scale). Beyond it the pair
+#: terms' ``1/sigma^2``, ``(d/sigma)^2`` and ``exp(-d/sigma_t)`` leave the float range (in
+#: float32, with model 2's densities up to 1e5, already near 1e-19) and the engines would
+#: disagree (division by zero, overflow, NaN); a log-likelihood there is reported as ``-inf``
+#: with a WARNING, so a sampler rejects such a proposal. Every realistic value (lengthscales
+#: in days or coordinate units, weights of order one) lies many decades inside.
+PARAM_RANGE: tuple[float, float] = (1e-15, 1e15)
+
+
+def out_of_range(p: Params) -> str | None:
+    """Why ``p`` cannot be evaluated (a parameter outside :data:`PARAM_RANGE`), or ``None``."""
+    lo, hi = PARAM_RANGE
+    for name, value in p.as_dict().items():
+        if not lo <= value <= hi:
+            return (
+                f"parameter {name}={value!r} is outside the range [{lo:g}, {hi:g}] that the "
+                "engines evaluate; log-likelihood taken as -inf"
+            )
+    return None
+
+
 _CACHE_SIZE = 2  # current state and one proposal
 #: Default B entries kept (the pinned one included). A sampler that proposes several new
 #: ``tau_t`` per iteration (the tiered kind: one per cheap move) raises
@@ -311,6 +333,11 @@ class Likelihood:
         return part, B, E
 
     def _local(self, p: Params) -> tuple[float, np.ndarray, np.ndarray, float]:
+        why = out_of_range(p)
+        if why is not None:
+            log.warning("%s", why)
+            rows = np.full(self.backend.row_stop - self.backend.row_start, np.nan)
+            return -math.inf, rows, rows, 0.0
         B = self._background(p.tau_t)
         E, omega = self._trigger(p.sigma_x, p.sigma_t)
         lam = np.maximum(p.mu0 * B + p.xi0 * E, LAMBDA_FLOOR)
@@ -355,3 +382,24 @@ class Likelihood:
     def loglik(self, p: Params) -> float:
         """The log-likelihood ``ell`` of DESIGN section 2 (collective over ``comm``)."""
         return self.evaluate(p).loglik
+
+    def components(self, p: Params) -> tuple[np.ndarray, np.ndarray]:
+        """Per-event ``B`` and ``E`` of ``p`` for all N events, in row order (collective).
+
+        ``lambda_n = mu0 * B_n + xi0 * E_n`` exactly as :meth:`loglik` uses them (a truncating
+        backend's ``E`` is its truncated sum, at a cut-off meeting its tolerance). Each rank's
+        rows are gathered over ``comm``, so every rank returns the whole arrays.
+
+        Returns
+        -------
+        B, E : (N,) float64
+            Background and trigger parts (new arrays; the caches keep theirs).
+        """
+        ev = self.evaluate(p)
+        if self.comm.size == 1:
+            return np.array(ev.B, dtype=np.float64), np.array(ev.E, dtype=np.float64)
+        parts = self.comm.allgather((np.asarray(ev.B), np.asarray(ev.E)))
+        return (
+            np.concatenate([b for b, _ in parts]).astype(np.float64),
+            np.concatenate([e for _, e in parts]).astype(np.float64),
+        )

@@ -124,7 +124,7 @@ class Resources:
     signal_seconds
         Warning signal ``--signal=B:USR1@<signal_seconds>``.
     extra
-        Further options, name -> value (``""``: a flag without value).
+        Further options, full name -> value (``True``: a flag without value).
     job_name
         ``--job-name``.
     """
@@ -138,7 +138,7 @@ class Resources:
     account: str | None
     qos: str | None
     signal_seconds: int
-    extra: Mapping[str, str] = field(default_factory=dict)
+    extra: Mapping[str, str | bool] = field(default_factory=dict)
     job_name: str = "hawkes"
     nodes: int = 1
 
@@ -171,10 +171,10 @@ class Resources:
         ]
         for name, value in self.extra.items():
             key = _option_key(name)
-            if key in _OVERRIDABLE_OPTIONS:
+            if key in _OVERRIDABLE_OPTIONS and isinstance(value, str):
                 opts = [(k, value if k == key else v) for k, v in opts]
             else:
-                opts.append((name, value if value != "" else None))
+                opts.append((name, None if value is True else str(value)))
         return opts
 
 
@@ -296,9 +296,17 @@ def _place(count: int, per_node: int, gpus_per_chain: int, gpus_per_node: int) -
     return nodes
 
 
-def _extra_options(where: str, options: Mapping[str, str]) -> tuple[int, dict[str, str]]:
-    """``slurm.extra`` checked: ``(cpus per task, the other options)``."""
-    extra: dict[str, str] = {}
+def _extra_options(
+    where: str, options: Mapping[str, str | bool]
+) -> tuple[int, dict[str, str | bool]]:
+    """``slurm.extra`` checked: ``(cpus per task, the other options)``.
+
+    sbatch, like ``getopt_long``, takes any unique prefix of a long option (``--sig`` is
+    ``--signal``), so a key that abbreviates an option managed here is refused as well: it
+    would silently override the plan.
+    """
+    extra: dict[str, str | bool] = {}
+    managed = _FIXED_OPTIONS | _OVERRIDABLE_OPTIONS
     for name, value in options.items():
         key = _option_key(name)
         if key in _FIXED_OPTIONS:
@@ -306,11 +314,22 @@ def _extra_options(where: str, options: Mapping[str, str]) -> tuple[int, dict[st
                 f"{where}: slurm.extra.{name}: --{key} is set by the placement plan (see "
                 "`hawkes-run plan`); change the chains/slurm keys instead, or remove it"
             )
+        abbreviates = sorted(m for m in managed if m != key and m.startswith(key))
+        if abbreviates:
+            raise ConfigError(
+                f"{where}: slurm.extra.{name}: sbatch reads --{key} as an abbreviation of "
+                f"--{' or --'.join(abbreviates)}, which the plan manages; write sbatch options "
+                "out in full (see `hawkes-run plan` for the options set)"
+            )
+        if key in _OVERRIDABLE_OPTIONS and value is True:
+            raise ConfigError(
+                f"{where}: slurm.extra.{name}: --{key} needs a value, got true (a flag)"
+            )
         extra[name] = value
     cpus = DEFAULT_CPUS_PER_TASK
     for name, value in extra.items():
         if _option_key(name) == "cpus-per-task":
-            if not value.isdigit() or int(value) < 1:
+            if not isinstance(value, str) or not value.isdigit() or int(value) < 1:
                 raise ConfigError(
                     f"{where}: slurm.extra.{name}: expected a whole number >= 1, got {value!r}"
                 )
