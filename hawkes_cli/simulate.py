@@ -51,6 +51,8 @@ Bounds = tuple[float, float, float, float]
 DEFAULT_BOUNDS: Bounds = (0.0, 10.0, 0.0, 10.0)
 #: Largest number of grid cells: the cell index must fit a 5-digit FIPS code.
 MAX_CELLS = 100_000
+#: Largest seed: it is stored as an int64 attribute of the events file.
+MAX_SEED = 2**63 - 1
 
 
 def _check_bounds(bounds: object) -> Bounds:
@@ -63,7 +65,24 @@ def _check_bounds(bounds: object) -> Bounds:
         raise UsageError(
             f"bounds (x0, x1, y0, y1) = {bounds!r} must be finite with x0 < x1 and y0 < y1"
         )
+    width, height = x1 - x0, y1 - y0
+    if not (math.isfinite(width * height) and width * height > 0):
+        raise UsageError(
+            f"bounds (x0, x1, y0, y1) = {bounds!r} span {width:g} x {height:g}, an area that "
+            "is not a finite number > 0 in float64; choose a smaller (or larger) rectangle"
+        )
     return (x0, x1, y0, y1)
+
+
+def _check_seed(seed: object) -> int:
+    """A seed of :func:`numpy.random.default_rng` that the events file can store (int64)."""
+    try:
+        value = operator.index(seed)  # type: ignore[arg-type]
+    except TypeError:
+        raise UsageError(f"seed must be an integer, got {seed!r}") from None
+    if not 0 <= value <= MAX_SEED:
+        raise UsageError(f"seed must be an integer in [0, {MAX_SEED}], got {value}")
+    return value
 
 
 @dataclass(frozen=True, eq=False)
@@ -135,9 +154,15 @@ class DensityGrid:
         nx_i, ny_i = operator.index(nx), operator.index(ny)
         if nx_i < 1 or ny_i < 1:
             raise UsageError(f"grid size must be at least 1 x 1, got nx={nx}, ny={ny}")
+        if nx_i * ny_i > MAX_CELLS:
+            raise UsageError(
+                f"grid {nx_i} x {ny_i} has {nx_i * ny_i} cells; at most {MAX_CELLS} fit 5-digit "
+                "FIPS codes"
+            )
         if not (math.isfinite(low) and math.isfinite(high) and 0 < low <= high):
             raise UsageError(f"grid densities need 0 < low <= high, got low={low}, high={high}")
-        rng = np.random.default_rng(seed)
+        _check_bounds(bounds)
+        rng = np.random.default_rng(_check_seed(seed))
         values = np.exp(rng.uniform(math.log(low), math.log(high), size=(ny_i, nx_i)))
         return cls(values=values, bounds=bounds)
 
@@ -341,7 +366,7 @@ def simulate_with_parents(
         )
 
     x0, x1, y0, y1 = box
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(_check_seed(seed))
     t = rng.uniform(0.0, t_end, n_bg)
     x = rng.uniform(x0, x1, n_bg)
     y = rng.uniform(y0, y1, n_bg)

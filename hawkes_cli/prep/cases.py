@@ -15,11 +15,19 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..errors import EventsError, UsageError
 from .classify import RowPlan
 from .options import HHSOptions
 from .parse import day_of
 
 log = logging.getLogger(__name__)
+
+#: Most cases one facility row (a hospital-week) may hold: far beyond any hospital, far inside
+#: float64's exact integers and int64 (the sum over all rows must fit too).
+MAX_ROW_CASES = 1e9
+#: Most cases kept in one events file (``--n``, or all with ``--n 0``): ~100 bytes each
+#: through the pipeline, so about 10 GB at the limit.
+MAX_CASES = 100_000_000
 
 
 @dataclass(frozen=True, eq=False)
@@ -57,6 +65,14 @@ def draw_cases(plan: RowPlan, n: int, streams: Sequence[np.random.Generator]) ->
     rounding, overlap, sampling = streams
     kept = np.flatnonzero(plan.reason == 0)
     total = plan.total[kept]
+    huge = np.flatnonzero(~(total <= MAX_ROW_CASES))
+    if huge.size:
+        i = int(huge[0])
+        raise EventsError(
+            f"data row {int(kept[i]) + 1} has {total[i]:g} cases in one week (and {huge.size} "
+            f"row(s) have more than {MAX_ROW_CASES:.0e}); a count that large is a damaged "
+            "value: fix or remove those rows"
+        )
     base = np.floor(total)
     count = (base + (rounding.random(kept.size) < total - base)).astype(np.int64)
     width = (plan.hi[kept] - plan.lo[kept] + 1).astype(np.int64)
@@ -65,6 +81,13 @@ def draw_cases(plan: RowPlan, n: int, streams: Sequence[np.random.Generator]) ->
     if partial.size:
         inside[partial] = overlap.binomial(count[partial], width[partial] / 7.0)
     m_total = int(inside.sum())
+    keep = m_total if n == 0 else min(n, m_total)
+    if keep > MAX_CASES:
+        raise UsageError(
+            f"{'--n 0 keeps all' if n == 0 else f'--n {n} keeps'} {keep:,} of the {m_total:,} "
+            f"cases, more than {MAX_CASES:,} (each takes memory in every step); give a "
+            f"smaller --n (cases drawn at random without replacement)"
+        )
     if n == 0 or n >= m_total:
         if n > m_total:
             log.warning("asked for %d cases but only %d exist: keeping all of them", n, m_total)

@@ -35,13 +35,23 @@ def date_of(day: int) -> dt.date:
     return dt.date.fromordinal(int(day) + _EPOCH)
 
 
+#: Collection weeks outside these years are not dates of this data (a typo or a filler such
+#: as 0001-01-01 or 9999-12-31): their rows are dropped as ``bad_date``, which also keeps every
+#: case day and its time shift far inside what :mod:`datetime` can represent (years 1-9999).
+DATE_YEARS: tuple[int, int] = (1900, 2199)
+
+
 def parse_date(text: str) -> dt.date | None:
-    """A date in any of the file's formats, or None (see :data:`DATE_FORMATS`)."""
+    """A date in any of the file's formats within :data:`DATE_YEARS`, or None (see
+    :data:`DATE_FORMATS`)."""
     m = _DATE_RE.fullmatch(text.strip())
     if not m:
         return None
+    year = int(m.group(1))
+    if not DATE_YEARS[0] <= year <= DATE_YEARS[1]:
+        return None
     try:
-        return dt.date(int(m.group(1)), int(m.group(3)), int(m.group(4)))
+        return dt.date(year, int(m.group(3)), int(m.group(4)))
     except ValueError:
         return None
 
