@@ -584,3 +584,18 @@ def main() -> None:  # pragma: no cover - the before/after counts of the report
 if __name__ == "__main__":
     os.environ.setdefault("PYTHONHASHSEED", "0")
     main()
+
+
+# --------------------------------------------------------------------------- diagnose: draws
+@pytest.mark.parametrize("bad", [-0.3, 0.0, -math.inf])
+def test_impossible_parameter_draws_are_refused(bad: float) -> None:
+    """A negative or zero sigma_x cannot come out of a chain (exp of a log); NaN and +inf are
+    the ``nonfinite`` verdict's (tests/test_diagnostics.py)."""
+    from hawkes_cli.diagnostics import derived
+    from hawkes_cli.errors import StorageError
+
+    good = np.array([0.5, 0.6, 0.7])
+    arrays = {"mu0": (good, good), "sigma_x": (good, np.array([0.5, bad, 0.4]))}
+    with pytest.raises(StorageError, match=r"sigma_x = .* at retained draw 1 of chain file #2"):
+        derived.parameters(("mu0", "sigma_x"), arrays, "days", "lonlat")
+    assert len(derived.parameters(("mu0",), arrays, "days", "lonlat")) == 1

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..errors import UsageError
+from ..errors import StorageError, UsageError
 from .records import County
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -197,7 +197,27 @@ def county(
 def parameters(
     names: Sequence[str], arrays: Mapping[str, Arrays], time_unit: str, crs: str
 ) -> list[Quantity]:
-    """The model parameters in their natural units (time unit, coordinate units), all checked."""
+    """The model parameters in their natural units (time unit, coordinate units), all checked.
+
+    Raises
+    ------
+    StorageError
+        A draw <= 0, which no chain can hold (every parameter is ``exp`` of the sampled
+        log): the chain file is damaged or not a hawkes chain. NaN and inf draws are left to
+        the ``nonfinite`` verdict, which names their chain and iteration.
+    """
+    for name in names:
+        for i, chain in enumerate(arrays[name]):
+            values = np.asarray(chain)
+            bad = np.flatnonzero(values <= 0)  # NaN and inf: the "nonfinite" verdict names them
+            if bad.size:
+                j = int(bad[0])
+                raise StorageError(
+                    f"{name} = {chain[j]!r} at retained draw {j} of chain file #{i + 1} read "
+                    f"({bad.size} such draw(s)): model parameters are finite and > 0, so the "
+                    "file is damaged or was not written by hawkes-run; remove it or run that "
+                    "chain again"
+                )
     unit_t = time_unit_name(time_unit)
     unit_x = "degrees" if is_lonlat(crs) else "coord units"
     units = {"mu0": "", "tau_t": unit_t, "xi0": "", "sigma_x": unit_x, "sigma_t": unit_t}
