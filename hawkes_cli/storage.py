@@ -27,12 +27,16 @@ the old file or the new one, each consistent with the sidecar.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import errno
+import functools
+import hashlib
 import json
 import logging
 import os
 import socket
-from collections.abc import Iterator, Mapping
+import time
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -54,6 +58,7 @@ __all__ = [
     "CHUNK_ROWS",
     "DRAW_FIELDS",
     "SCHEMA_VERSION",
+    "SIDECAR_SCHEMA",
     "ChainDraws",
     "ChainMeta",
     "ChainWriter",
@@ -89,6 +94,18 @@ DRAW_FIELDS: tuple[tuple[str, str], ...] = (
     ("n_accepted", "i2"),
     ("jump", "i1"),
 )
+
+SIDECAR_SCHEMA = 2
+"""Version of the sidecar (commit record). Schema 2 adds its integrity members:
+``record_sha256`` (sha256 of the record's own canonical JSON), and the fingerprint of the
+committed draws, ``draws_sha256`` (sha256 of rows ``0 .. draws-1``, row-major, little-endian, in
+:attr:`ChainMeta.columns` order) and ``last_iteration``. Schema 1 records (no integrity) are
+still read and resumed, with a warning."""
+
+METADATA_READ_ATTEMPTS = 16
+"""Reads of a metadata block a SWMR reader tries before it gives up on a bad checksum (HDF5's
+default, 100 with exponential back-off, makes a damaged file hang a reader for an hour; 16 take
+about 0.1 s, plenty for a writer's torn update)."""
 
 CHUNK_ROWS = 1024
 """Rows per HDF5 chunk of every ``/draws`` dataset."""
@@ -334,6 +351,50 @@ def _json_list(path: Path, key: str, value: Any) -> list[Any]:
     return value
 
 
+def _record_digest(record: Mapping[str, Any]) -> str:
+    """sha256 (hex) of a commit record's canonical JSON, without ``record_sha256`` itself."""
+    body = {k: v for k, v in record.items() if k != "record_sha256"}
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), allow_nan=True)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _rows_bytes(
+    columns: tuple[tuple[str, str], ...], rows: Mapping[str, np.ndarray], lo: int, hi: int
+) -> bytes:
+    """Rows ``lo .. hi-1`` as row-major little-endian records (the draws fingerprint's input)."""
+    dtype = np.dtype([(name, np.dtype(d).newbyteorder("<")) for name, d in columns])
+    out = np.empty(max(hi - lo, 0), dtype=dtype)
+    for name, _ in columns:
+        out[name] = np.asarray(rows[name])[lo:hi]
+    return out.tobytes()
+
+
+def _check_fingerprint(
+    side: Mapping[str, Any],
+    columns: tuple[tuple[str, str], ...],
+    rows: Mapping[str, np.ndarray],
+    path: Path,
+) -> None:
+    """Refuse committed rows that differ from the commit record's fingerprint."""
+    if side.get("draws_sha256") is None:  # schema 1: no fingerprint
+        return
+    n = side["draws"]
+    problem = None
+    if hashlib.sha256(_rows_bytes(columns, rows, 0, n)).hexdigest() != side["draws_sha256"]:
+        problem = "their sha256 differs from the one recorded at the commit"
+    elif "iteration" in rows and n and int(rows["iteration"][n - 1]) != side["last_iteration"]:
+        problem = (
+            f"the last committed row is iteration {int(rows['iteration'][n - 1])}, the commit "
+            f"recorded {side['last_iteration']}"
+        )
+    if problem:
+        raise StorageError(
+            f"the {n} committed draws of {path} do not match their commit record "
+            f"{sidecar_path(path)} ({problem}): the file or its checkpoint was changed after the "
+            "commit; restore both from a backup, or start over with --overwrite"
+        )
+
+
 def read_sidecar(chain_path: Path) -> dict[str, Any] | None:
     """Read the sidecar checkpoint of a chain file.
 
@@ -369,11 +430,17 @@ def read_sidecar(chain_path: Path) -> dict[str, Any] | None:
         ) from exc
     if not isinstance(data, dict):
         raise StorageError(f"checkpoint {side} is not a JSON object")
-    if data.get("schema") != SCHEMA_VERSION:
+    schema = data.get("schema")
+    if schema not in (1, SIDECAR_SCHEMA) or isinstance(schema, bool):
         raise StorageError(
-            f"checkpoint {side} has schema {data.get('schema')!r}, this version of hawkes "
-            f"reads schema {SCHEMA_VERSION}"
+            f"checkpoint {side} has schema {schema!r}, this version of hawkes reads schema "
+            f"{SIDECAR_SCHEMA} (and 1)"
         )
+    if schema == SIDECAR_SCHEMA:
+        _check_record_integrity(data, side)
+    else:
+        logger.warning("checkpoint %s has schema 1: no checksum to verify it against", side)
+        data["draws_sha256"] = data["last_iteration"] = None
     draws = data.get("draws")
     if not isinstance(draws, int) or isinstance(draws, bool) or draws < 0:
         raise StorageError(f"checkpoint {side}: 'draws' must be an integer >= 0, got {draws!r}")
@@ -384,6 +451,20 @@ def read_sidecar(chain_path: Path) -> dict[str, Any] | None:
     if checkpoint is not None and not isinstance(checkpoint, dict):
         raise StorageError(f"checkpoint {side}: 'checkpoint' must be a JSON object")
     return data
+
+
+def _check_record_integrity(data: Mapping[str, Any], side: Path) -> None:
+    """A schema-2 record must carry its own checksum and the draws' fingerprint."""
+    if data.get("record_sha256") != _record_digest(data):
+        raise StorageError(
+            f"checkpoint {side} fails its checksum (record_sha256): it was edited or damaged "
+            "after hawkes wrote it; restore it from a backup, or start over with --overwrite"
+        )
+    last = data.get("last_iteration")
+    if not isinstance(data.get("draws_sha256"), str) or not (
+        last is None or (isinstance(last, int) and not isinstance(last, bool))
+    ):
+        raise StorageError(f"checkpoint {side}: its draws fingerprint is malformed")
 
 
 @contextlib.contextmanager
@@ -413,13 +494,90 @@ def _open_reader(path: Path) -> h5py.File:
             f"{path} exists but is not an HDF5 file; refusing to touch it: "
             "choose another run_dir or pass --overwrite"
         )
+    try:  # a cleanly closed file: HDF5 checks its size and checksums, and fails at once
+        return h5py.File(path, "r", libver="latest", **_h5_kwargs())
+    except OSError as exc:
+        if "already open for write" not in str(exc):
+            raise StorageError(
+                f"chain file {path} is corrupt or unreadable ({exc}); restore it, choose "
+                "another run_dir or pass --overwrite"
+            ) from exc
+    # open for writing: a live writer, or one that was killed (SWMR flags left set)
+    _check_stored_eof(path)
     try:
-        return h5py.File(path, "r", libver="latest", swmr=True, **_h5_kwargs())
+        return _open_swmr(path)
     except OSError as exc:
         raise StorageError(
-            f"cannot open chain file {path} ({exc}); it is corrupt or was left open by a "
-            "non-SWMR writer: choose another run_dir or pass --overwrite"
+            f"chain file {path} is corrupt or unreadable ({exc}); restore it, choose another "
+            "run_dir or pass --overwrite"
         ) from exc
+
+
+def _stored_eof(path: Path) -> int | None:
+    """The end-of-file address in the superblock (versions 2 and 3, which libver "latest"
+    writes), or None for another superblock."""
+    with open(path, "rb") as fh:
+        head = fh.read(48)
+    if len(head) < 48 or head[:8] != b"\x89HDF\r\n\x1a\n" or head[8] not in (2, 3):
+        return None
+    size_of_offsets = head[9]
+    if size_of_offsets != 8:
+        return None
+    return int.from_bytes(head[28:36], "little")
+
+
+def _check_stored_eof(path: Path, tries: int = 5) -> None:
+    """Refuse a file shorter than its superblock says (a SWMR reader skips HDF5's own check).
+
+    A live writer may extend the file just after it updated the superblock: look again a few
+    times before calling it truncated.
+    """
+    for attempt in range(tries):
+        try:
+            eof, size = _stored_eof(path), path.stat().st_size
+        except OSError as exc:
+            raise StorageError(f"cannot read {path}: {exc}") from exc
+        if eof is None or size >= eof:
+            return
+        if attempt + 1 < tries:
+            time.sleep(0.1)
+    raise StorageError(
+        f"chain file {path} is truncated ({size} bytes, its superblock says {eof}); restore it, "
+        "choose another run_dir or pass --overwrite"
+    )
+
+
+@functools.lru_cache(maxsize=1)
+def _set_read_attempts() -> Callable[[int, int], int] | None:
+    """HDF5's ``H5Pset_metadata_read_attempts`` from the library h5py loaded (Linux), or None."""
+    try:
+        with open("/proc/self/maps", encoding="utf-8") as fh:
+            libs = {line.split()[-1] for line in fh if "libhdf5" in line}
+        path = next(
+            p for p in sorted(libs) if p.startswith("/") and "hdf5_hl" not in os.path.basename(p)
+        )
+        func = ctypes.CDLL(path).H5Pset_metadata_read_attempts
+    except (OSError, StopIteration, AttributeError):  # pragma: no cover - not Linux
+        return None
+    func.argtypes = [ctypes.c_int64, ctypes.c_uint]
+    func.restype = ctypes.c_int
+    return func
+
+
+def _open_swmr(path: Path) -> h5py.File:
+    """Open read-only with SWMR, giving up after :data:`METADATA_READ_ATTEMPTS` bad reads."""
+    setter = _set_read_attempts()
+    if setter is None:  # pragma: no cover - not Linux: HDF5's default attempts
+        return h5py.File(path, "r", libver="latest", swmr=True, **_h5_kwargs())
+    fapl = h5py.h5p.create(h5py.h5p.FILE_ACCESS)
+    fapl.set_libver_bounds(h5py.h5f.LIBVER_LATEST, h5py.h5f.LIBVER_LATEST)
+    fapl.set_fclose_degree(h5py.h5f.CLOSE_STRONG)
+    if _h5_kwargs() and hasattr(fapl, "set_file_locking"):
+        fapl.set_file_locking(True, ignore_when_disabled=True)
+    if setter(fapl.id, METADATA_READ_ATTEMPTS) < 0:  # pragma: no cover
+        return h5py.File(path, "r", libver="latest", swmr=True, **_h5_kwargs())
+    flags = h5py.h5f.ACC_RDONLY | h5py.h5f.ACC_SWMR_READ
+    return h5py.File(h5py.h5f.open(os.fsencode(path), flags, fapl=fapl))
 
 
 def _check_chain_file(h5file: h5py.File, path: Path) -> dict[str, Any]:
@@ -473,6 +631,18 @@ def _read_rows(
     return out
 
 
+def _check_no_rows(h5file: h5py.File, path: Path, names: tuple[str, ...]) -> None:
+    """A chain file without a commit record must hold no rows (hawkes writes the record when
+    it creates the file): else the record was deleted and the rows cannot be trusted."""
+    rows = max((h5file["draws"][name].shape[0] for name in names), default=0)
+    if rows:
+        raise StorageError(
+            f"chain file {path} holds {rows} rows but its checkpoint {sidecar_path(path)} is "
+            "missing, so which of them were committed is unknown; restore the checkpoint, or "
+            "start over with --overwrite"
+        )
+
+
 def _check_sidecar_matches(
     side: Mapping[str, Any],
     attrs: Mapping[str, Any],
@@ -515,11 +685,16 @@ def read_chain(path: Path) -> ChainDraws:
     side = read_sidecar(path)
     with _open_reader(path) as h5file, _h5_errors(path):
         attrs = _check_chain_file(h5file, path)
+        columns = tuple((name, "f8") for name in attrs["param_names"]) + attrs["fields"]
+        names = tuple(name for name, _ in columns)
         if side is not None:
             _check_sidecar_matches(side, attrs, path)
+        else:
+            _check_no_rows(h5file, path, names)
         n = side["draws"] if side is not None else 0
-        names = attrs["param_names"] + tuple(name for name, _ in attrs["fields"])
         draws = _read_rows(h5file, path, names, n)
+        if side is not None:
+            _check_fingerprint(side, columns, draws, path)
     return ChainDraws(
         path=path,
         attrs=attrs,
@@ -635,7 +810,14 @@ class ChainWriter:
     """
 
     def __init__(
-        self, path: Path, meta: ChainMeta, h5file: h5py.File, lock: _WriterLock, n_committed: int
+        self,
+        path: Path,
+        meta: ChainMeta,
+        h5file: h5py.File,
+        lock: _WriterLock,
+        n_committed: int,
+        digest: Any = None,
+        last_iteration: int | None = None,
     ) -> None:
         self._path = path
         self._meta = meta
@@ -647,6 +829,9 @@ class ChainWriter:
         self._buffer: dict[str, list[float | int]] = {name: [] for name, _ in self._columns}
         self._n_committed = n_committed
         self._n_pending = 0
+        # the committed rows' fingerprint (sha256 of rows 0 .. n_committed-1, row-major)
+        self._digest = hashlib.sha256() if digest is None else digest
+        self._last_iteration = last_iteration
 
     @classmethod
     def open(
@@ -655,6 +840,7 @@ class ChainWriter:
         meta: ChainMeta,
         *,
         overwrite: bool = False,
+        check: Callable[[dict[str, Any] | None], None] | None = None,
     ) -> tuple[ChainWriter, dict[str, Any] | None]:
         """Create a new chain file, or resume an existing one.
 
@@ -667,6 +853,9 @@ class ChainWriter:
             ``config_sha256`` and datasets.
         overwrite
             Discard any existing file and sidecar and start empty.
+        check
+            Called on resume with the verified commit record (None without one) before the
+            file is rewritten; raises (a StorageError) to refuse the resume, files untouched.
 
         Returns
         -------
@@ -695,22 +884,31 @@ class ChainWriter:
                 if side.exists():
                     side.unlink()
                     atomic.fsync_dir(path.parent)
-                h5file = _create_file(path, meta, None)
-                logger.info("created chain file %s (overwrite)", path)
-                return cls(path, meta, h5file, lock, 0), None
+                return cls._new(path, meta, lock, "created chain file %s (overwrite)"), None
             if not path.exists():
                 if side.exists():
                     raise StorageError(
                         f"checkpoint {side} exists but chain file {path} does not; its "
                         "committed draws are lost: restore the file, or pass --overwrite"
                     )
-                h5file = _create_file(path, meta, None)
-                logger.info("created chain file %s", path)
-                return cls(path, meta, h5file, lock, 0), None
-            return cls._resume(path, meta, lock)
+                return cls._new(path, meta, lock, "created chain file %s"), None
+            return cls._resume(path, meta, lock, check)
         except BaseException:
             lock.release()
             raise
+
+    @classmethod
+    def _new(cls, path: Path, meta: ChainMeta, lock: _WriterLock, message: str) -> ChainWriter:
+        """A fresh file with an empty commit record (so a missing record means a deleted one)."""
+        h5file = _create_file(path, meta, None)
+        writer = cls(path, meta, h5file, lock, 0)
+        try:
+            writer._write_record(None)
+        except BaseException:
+            h5file.close()
+            raise
+        logger.info(message, path)
+        return writer
 
     @classmethod
     def _resume(
@@ -718,17 +916,26 @@ class ChainWriter:
         path: Path,
         meta: ChainMeta,
         lock: _WriterLock,
+        check: Callable[[dict[str, Any] | None], None] | None = None,
     ) -> tuple[ChainWriter, dict[str, Any] | None]:
         with _open_reader(path) as src, _h5_errors(path):
             attrs = _check_chain_file(src, path)
             side = read_sidecar(path)
+            _check_resume(attrs, meta, path)
+            names = tuple(name for name, _ in meta.columns)
             if side is not None:
                 _check_sidecar_matches(side, attrs, path)
-            _check_resume(attrs, meta, path)
+            else:
+                _check_no_rows(src, path, names)
             n = side["draws"] if side is not None else 0
-            names = tuple(name for name, _ in meta.columns)
             rows = _read_rows(src, path, names, n)
             n_rows = max(src["draws"][name].shape[0] for name in names)
+        if side is not None:
+            _check_fingerprint(side, meta.columns, rows, path)
+        if check is not None:
+            check(side)
+        digest = hashlib.sha256(_rows_bytes(meta.columns, rows, 0, n))
+        last = int(rows["iteration"][n - 1]) if n and "iteration" in rows else None
         # Rewrite the committed prefix as a fresh file (atomic replace): this truncates the
         # uncommitted rows and clears the "open for writing" flags a killed writer leaves.
         h5file = _create_file(path, meta, rows)
@@ -739,7 +946,7 @@ class ChainWriter:
             max(n_rows - n, 0),
         )
         checkpoint = side.get("checkpoint") if side is not None else None
-        return cls(path, meta, h5file, lock, n), checkpoint
+        return cls(path, meta, h5file, lock, n, digest, last), checkpoint
 
     # ------------------------------------------------------------------ properties
 
@@ -813,20 +1020,34 @@ class ChainWriter:
             JSON-serialisable payload (iteration, sampler state, RNG state, ...), returned by
             :meth:`open` on resume.
         """
+        self._write_record(dict(checkpoint))
+
+    def _write_record(self, checkpoint: dict[str, Any] | None) -> None:
+        """:meth:`commit` (``checkpoint`` None: the empty record of a new file)."""
         h5file = self._require_open()
-        record = {
-            "schema": SCHEMA_VERSION,
-            "chain_id": self._meta.chain_id,
-            "config_sha256": self._meta.config_sha256,
-            "draws": self._n_committed + self._n_pending,
-            "committed_at": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
-            "checkpoint": dict(checkpoint),
-        }
-        json.dumps(record)  # fail on a non-serialisable payload before touching the file
         n0, n1 = self._n_committed, self._n_committed + self._n_pending
         blocks = {
             name: np.asarray(self._buffer[name], dtype=dtype) for name, dtype in self._columns
         }
+        digest = self._digest.copy()
+        digest.update(_rows_bytes(self._columns, blocks, 0, n1 - n0))
+        last = self._last_iteration
+        if n1 > n0 and "iteration" in blocks:
+            last = int(blocks["iteration"][-1])
+        record: dict[str, Any] = {
+            "schema": SIDECAR_SCHEMA,
+            "chain_id": self._meta.chain_id,
+            "config_sha256": self._meta.config_sha256,
+            "draws": n1,
+            "last_iteration": last,
+            "draws_sha256": digest.hexdigest(),
+            "committed_at": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
+            "checkpoint": checkpoint,
+        }
+        try:  # fail on a non-serialisable payload before touching the file
+            record["record_sha256"] = _record_digest(record)
+        except (TypeError, ValueError) as exc:
+            raise TypeError(f"checkpoint payload is not JSON-serialisable: {exc}") from exc
         try:
             if n1 > n0:
                 for name, block in blocks.items():
@@ -843,6 +1064,7 @@ class ChainWriter:
             ) from exc
         self._n_committed = n1
         self._n_pending = 0
+        self._digest, self._last_iteration = digest, last
         for values in self._buffer.values():
             values.clear()
 

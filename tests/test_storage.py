@@ -26,6 +26,7 @@ from hawkes_cli.storage import (
     CHUNK_ROWS,
     DRAW_FIELDS,
     SCHEMA_VERSION,
+    SIDECAR_SCHEMA,
     ChainMeta,
     ChainWriter,
     read_chain,
@@ -130,7 +131,7 @@ def test_new_chain_layout_commit_and_read(tmp_path):
 
     side = read_sidecar(path)
     assert sidecar_path(path) == path.parent / "chain-03.ckpt.json"
-    assert side["schema"] == SCHEMA_VERSION
+    assert side["schema"] == SIDECAR_SCHEMA
     assert (side["chain_id"], side["config_sha256"], side["draws"]) == (3, "a" * 64, 25)
     assert side["committed_at"].endswith("+00:00")
     assert side["checkpoint"] == {"next": 25, "rng": {"state": [1, 2, 3]}}
@@ -299,14 +300,14 @@ def test_non_json_checkpoint_is_rejected_before_writing(tmp_path):
     with pytest.raises(TypeError):
         writer.commit({"state": object()})
     assert raw_rows(path)["mu0"] == 0
-    assert read_sidecar(path) is None
+    assert read_sidecar(path)["draws"] == 0  # the empty record written with the file
     assert writer.n_pending == 4
     writer.commit({"next": 4})
     writer.close()
     assert_rows(read_chain(path).draws, 4)
 
 
-def test_file_without_sidecar_resumes_empty(tmp_path, monkeypatch):
+def test_crash_before_first_commit_resumes_empty(tmp_path, monkeypatch):
     path = tmp_path / "c.h5"
     writer, _ = ChainWriter.open(path, make_meta())
     write_draws(writer, 0, 6)
@@ -319,7 +320,7 @@ def test_file_without_sidecar_resumes_empty(tmp_path, monkeypatch):
         writer.commit({"next": 6})
     monkeypatch.undo()
     writer.close()
-    assert raw_rows(path)["mu0"] == 6 and read_sidecar(path) is None
+    assert raw_rows(path)["mu0"] == 6 and read_sidecar(path)["draws"] == 0
     assert read_chain(path).n_committed == 0
     writer, checkpoint = ChainWriter.open(path, make_meta())
     assert checkpoint is None and writer.n_committed == 0
@@ -409,6 +410,57 @@ def test_file_of_an_older_layout_is_refused_but_readable(tmp_path):
     np.testing.assert_array_equal(chain.draws["iteration"], np.arange(5))
 
 
+def resigned(text: str, **members) -> str:
+    """A commit record with ``members`` replaced and its checksum recomputed to fit."""
+    record = json.loads(text)
+    record.update(members)
+    record["record_sha256"] = storage._record_digest(record)
+    return json.dumps(record)
+
+
+def test_deleted_sidecar_with_rows_is_refused(tmp_path):
+    """Without its commit record a chain file's rows cannot be trusted: never dropped silently."""
+    path = tmp_path / "chain-03.h5"
+    writer, _ = ChainWriter.open(path, make_meta())
+    write_draws(writer, 0, 5)
+    writer.commit({"next": 5})
+    writer.close()
+    sidecar_path(path).unlink()
+    _assert_refused(path, "checkpoint .* is missing")
+    with pytest.raises(StorageError, match="holds 5 rows"):
+        read_chain(path)
+
+
+def test_flipped_committed_value_is_detected(tmp_path):
+    path = tmp_path / "chain-03.h5"
+    writer, _ = ChainWriter.open(path, make_meta())
+    write_draws(writer, 0, 30)
+    writer.commit({"next": 30})
+    writer.close()
+    with h5py.File(path, "r+") as f:
+        f["draws"]["sigma_x"][7] += 1e-12
+    _assert_refused(path, "sha256 differs")
+    with pytest.raises(StorageError, match="do not match their commit record"):
+        read_chain(path)
+
+
+def test_fingerprint_survives_resumes(tmp_path):
+    """The draws' fingerprint is kept across commits and resumes: equal to a fresh hash."""
+    path = tmp_path / "chain-03.h5"
+    for lo, hi in ((0, 7), (7, 19), (19, 25)):
+        writer, _ = ChainWriter.open(path, make_meta())
+        write_draws(writer, lo, hi)
+        writer.commit({"next": hi})
+        writer.close()
+    side, chain = read_sidecar(path), read_chain(path)
+    columns = tuple((n, "f8") for n in chain.attrs["param_names"]) + chain.attrs["fields"]
+    import hashlib
+
+    raw = storage._rows_bytes(columns, chain.draws, 0, 25)
+    assert side["draws_sha256"] == hashlib.sha256(raw).hexdigest()
+    assert side["last_iteration"] == int(chain.draws["iteration"][-1])
+
+
 def test_bad_sidecars_are_refused(tmp_path):
     path = tmp_path / "chain-03.h5"
     writer, _ = ChainWriter.open(path, make_meta())
@@ -424,14 +476,23 @@ def test_bad_sidecars_are_refused(tmp_path):
         read_chain(path)
 
     side.write_text(good.replace('"draws": 5', '"draws": 50'))
+    _assert_refused(path, "fails its checksum")
+    with pytest.raises(StorageError, match="fails its checksum"):
+        read_chain(path)
+    # the same edits with the checksum made to fit: the file disagrees
+    side.write_text(resigned(good, draws=50))
     _assert_refused(path, "records 50 committed draws")
     with pytest.raises(StorageError, match="records 50"):
         read_chain(path)
+    side.write_text(resigned(good, draws=4))
+    _assert_refused(path, "do not match their commit record")
+    with pytest.raises(StorageError, match="do not match their commit record"):
+        read_chain(path)
 
-    side.write_text(good.replace('"schema": 1', '"schema": 99'))
+    side.write_text(resigned(good, schema=99))
     _assert_refused(path, "schema 99")
 
-    side.write_text(good.replace('"chain_id": 3', '"chain_id": 7'))
+    side.write_text(resigned(good, chain_id=7))
     _assert_refused(path, "does not belong")
 
     side.write_text(good)
@@ -449,7 +510,7 @@ def test_overwrite_replaces_chain_and_foreign_files(tmp_path):
     writer.close()
     writer, checkpoint = ChainWriter.open(path, make_meta(config_sha256="c" * 64), overwrite=True)
     assert checkpoint is None and writer.n_committed == 0
-    assert read_sidecar(path) is None
+    assert read_sidecar(path)["draws"] == 0 and read_sidecar(path)["checkpoint"] is None
     writer.close()
     chain = read_chain(path)
     assert chain.n_committed == 0 and chain.attrs["config_sha256"] == "c" * 64
