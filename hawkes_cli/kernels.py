@@ -15,8 +15,11 @@ import hashlib
 import json
 import logging
 import os
+import sys
+import tempfile
 import warnings
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
@@ -272,6 +275,44 @@ def device_context(device: Any) -> Any:
     return ctx
 
 
+@dataclass
+class CompilerOutput:
+    """What the OpenCL compiler wrote to the process's standard error (filled on exit of
+    :func:`compiler_output`)."""
+
+    text: str = ""
+
+
+@contextmanager
+def compiler_output() -> Iterator[CompilerOutput]:
+    """Keep what is written to file descriptor 2 inside the block off the terminal.
+
+    The OpenCL compiler (PoCL's clang) writes notes such as ``"68 warnings generated."``
+    straight to the process's standard error, below Python; they mean nothing to a user. The
+    block's output goes to a temporary file instead and, on exit, to this module's log at
+    debug level (one record per line) and to the yielded :class:`CompilerOutput`.
+    """
+    out = CompilerOutput()
+    with suppress(AttributeError, OSError, ValueError):  # no usable sys.stderr
+        sys.stderr.flush()
+    try:
+        saved = os.dup(2)
+    except OSError:  # no descriptor 2 at all: nothing can reach a terminal
+        yield out
+        return
+    with tempfile.TemporaryFile() as sink:
+        os.dup2(sink.fileno(), 2)
+        try:
+            yield out
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            sink.seek(0)
+            out.text = sink.read().decode("utf-8", errors="replace").strip()
+    for line in out.text.splitlines():
+        log.debug("OpenCL compiler: %s", line)
+
+
 def build_program(context: Any, precision: str, *, truncated: bool = False) -> Any:
     """Build (once per process, context, precision and variant) the likelihood program.
 
@@ -291,14 +332,15 @@ def build_program(context: Any, precision: str, *, truncated: bool = False) -> A
         return prog
     cl = _cl()
     try:
-        with warnings.catch_warnings(record=True) as caught:
+        with compiler_output() as output, warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             prog = cl.Program(context, program_source(truncated)).build(options=options)
         for w in caught:  # e.g. PoCL's harmless vector-ABI notes; keep them out of the CLI
             log.debug("OpenCL compiler: %s", w.message)
     except cl.RuntimeError as exc:
         name = KERNEL_FILE + (f" + {TRUNCATED_FILE}" if truncated else "")
-        raise DeviceError(f"OpenCL build of {name} failed:\n{exc}") from None
+        said = f"\n{output.text}" if output.text else ""
+        raise DeviceError(f"OpenCL build of {name} failed:\n{exc}{said}") from None
     log.debug("built %s for %s (truncated: %s)", KERNEL_FILE, precision, truncated)
     _PROGRAMS[key] = prog
     return prog

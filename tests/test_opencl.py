@@ -215,3 +215,92 @@ def test_make_likelihood_selects_the_device_once(monkeypatch, tolerance):
     if tolerance > 0:
         assert backend.exact.events is backend.events
     assert backend.queue is backend.events.device.queue
+
+
+def test_compiler_output_is_kept_off_the_terminal_and_logged(capfd, caplog):
+    """What the OpenCL compiler writes to descriptor 2 (PoCL's "N warnings generated.") goes
+    to the debug log, not the terminal; descriptor 2 works again afterwards."""
+    import logging
+    import os
+
+    from hawkes_cli import kernels
+
+    with (
+        caplog.at_level(logging.DEBUG, logger="hawkes_cli.kernels"),
+        kernels.compiler_output() as out,
+    ):
+        os.write(2, b"68 warnings generated.\n")
+    os.write(2, b"after\n")
+    captured = capfd.readouterr()
+    assert "warnings generated" not in captured.err
+    assert "after" in captured.err
+    assert out.text == "68 warnings generated."
+    assert "OpenCL compiler: 68 warnings generated." in caplog.messages
+
+
+def test_a_fresh_build_prints_nothing_on_stderr(tmp_path):
+    """A real build with PoCL's kernel cache empty (when its clang prints "N warnings
+    generated." to stderr) leaves stderr empty; the note is in the debug log (stdout here)."""
+    import os
+    import subprocess
+    import sys
+
+    script = (
+        "import logging, sys\n"
+        "logging.basicConfig(level=logging.DEBUG, stream=sys.stdout, format='%(message)s')\n"
+        "from hawkes_cli import kernels\n"
+        "from hawkes_cli.engine.device import Device\n"
+        "d = Device.select()\n"
+        "for p in ('float32', 'float64'):\n"
+        "    kernels.build_program(d.context, p, truncated=True)\n"
+    )
+    env = dict(os.environ, POCL_CACHE_DIR=str(tmp_path / "pocl-cache"))
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
+    assert "built hawkes.cl for float64 (truncated: True)" in done.stdout
+
+
+def test_truncated_source_changes_the_default_engines_fingerprint(tmp_path, monkeypatch):
+    """The chain files' ``kernel_sha256`` (the likelihood's fingerprint, runner._chain_meta)
+    covers ``truncated.cl``, which the default engine (tolerance > 0) compiles: changing only
+    that file changes it, and the exact engine's fingerprint does not move."""
+    import shutil
+
+    from hawkes_cli import kernels
+    from hawkes_cli.data import EventData
+    from hawkes_cli.engine import make_likelihood
+    from hawkes_cli.vocab import DEFAULT_TOLERANCE
+
+    t, x, y, d = make_events(200, integer_days=True, seed=4)
+    data = EventData(time=t, x=x, y=y, density=d, source="test")
+
+    def fingerprints():
+        kernels.kernel_source.cache_clear()
+        kernels.truncated_source.cache_clear()
+        monkeypatch.setattr(kernels, "_PROGRAMS", {})  # compile the files as they are now
+        return tuple(
+            make_likelihood(
+                data, model=2, area=AREA, precision="float64", tolerance=tol
+            ).kernel_fingerprint
+            for tol in (DEFAULT_TOLERANCE, 0.0)
+        )
+
+    assert DEFAULT_TOLERANCE > 0  # the default engine is the truncated one
+    before_default, before_exact = fingerprints()
+    copy = tmp_path / "kernels"
+    shutil.copytree(kernels.kernel_dir(), copy)
+    with (copy / kernels.TRUNCATED_FILE).open("a", encoding="utf-8") as f:
+        f.write("\n// a changed truncated kernel\n")
+    monkeypatch.setattr(kernels, "kernel_dir", lambda: copy)
+    try:
+        after_default, after_exact = fingerprints()
+    finally:
+        monkeypatch.undo()
+        kernels.kernel_source.cache_clear()
+        kernels.truncated_source.cache_clear()
+    assert before_default != before_exact
+    assert after_default != before_default
+    assert after_exact == before_exact
