@@ -1,9 +1,17 @@
 """Run all chains of a config on this machine: one process per chain (``mpiexec`` per chain
 when ``gpus_per_chain > 1``), progress from the chains' progress files, resume when run again.
+
+The chains never outlive the launcher. SIGINT, SIGTERM and SIGHUP (the terminal closing) are
+passed on as SIGTERM: the chains commit and exit at their next iteration boundary; a second
+signal kills them (their last commit stays). If the launcher dies without a word (SIGKILL),
+each chain gets SIGTERM from the kernel (``PR_SET_PDEATHSIG``, Linux) and, as a fallback, sees
+its parent change (:data:`~hawkes_cli.runner.LAUNCHER_PID_ENV`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import logging
 import os
 import shutil
@@ -18,9 +26,36 @@ from pathlib import Path
 from .config import Config
 from .errors import HawkesError, ParallelError
 from .rundir import RunDir
+from .runner import LAUNCHER_PID_ENV
 from .vocab import EXIT_STOPPED
 
 log = logging.getLogger(__name__)
+
+_PR_SET_PDEATHSIG = 1  # prctl(2)
+
+
+def _die_with_parent(parent: int) -> Callable[[], None]:
+    """A ``preexec_fn``: the child gets SIGTERM when this process dies (Linux), or, when the
+    parent already died before, at once."""
+
+    def preexec() -> None:
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM))
+        if os.getppid() != parent:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    return preexec
+
+
+def error_line(log_file: Path) -> str | None:
+    """The last ``error: ...`` line a chain printed to its log (None if there is none)."""
+    try:
+        with open(log_file, "rb") as fh:
+            fh.seek(max(fh.seek(0, os.SEEK_END) - 65536, 0))
+            lines = fh.read().decode("utf-8", "replace").splitlines()
+    except OSError:
+        return None
+    return next((ln.strip() for ln in reversed(lines) if ln.startswith("error: ")), None)
 
 
 def _mpiexec() -> str:
@@ -76,6 +111,7 @@ def run_local(
     """
     run_dir = RunDir.of(config)
     config_path = run_dir.write_config(config, overwrite=overwrite)
+    # each finished chain is verified against its file (a damaged one is a StorageError here)
     pending = [k for k in range(config.chains.count) if overwrite or not run_dir.is_finished(k)]
     done = {k: 0 for k in range(config.chains.count) if k not in pending}
     if not pending:
@@ -86,18 +122,25 @@ def run_local(
     cores = os.cpu_count() or 1
     env = dict(os.environ)
     env.setdefault("POCL_CPU_MAX_CU_NUM", str(max(1, cores // (jobs * ranks))))
+    if ranks == 1:  # the chain is our child (under mpiexec, the ranks are mpiexec's)
+        env[LAUNCHER_PID_ENV] = str(os.getpid())
     queue = list(pending)
     running: list[_Child] = []
     stopping = False
+    signals_seen = 0
 
-    def forward(signum, _frame):  # stop children: they commit and exit
-        nonlocal stopping
+    def forward(signum, _frame):  # stop children: they commit and exit; kill on a second
+        nonlocal stopping, signals_seen
         stopping = True
+        signals_seen += 1
+        how = signal.SIGTERM if signals_seen == 1 else signal.SIGKILL
         for child in running:
             if child.proc.poll() is None:
-                child.proc.send_signal(signal.SIGTERM)
+                with contextlib.suppress(OSError):
+                    child.proc.send_signal(how)
 
-    old = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
+    stop_signals = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    old = {s: signal.signal(s, forward) for s in stop_signals}
     last_report = 0.0
     try:
         while queue or running:
@@ -111,6 +154,7 @@ def run_local(
                         stderr=subprocess.STDOUT,
                         env=env,
                         start_new_session=True,  # our signal forwarding decides, not the tty
+                        preexec_fn=_die_with_parent(os.getpid()),
                     )
                 running.append(_Child(k, proc, log_file))
             time.sleep(0.2)
@@ -121,12 +165,17 @@ def run_local(
                     done[child.chain_id] = rc
                     if rc not in (0, EXIT_STOPPED):
                         log.error(
-                            "chain %d failed (exit %d); see %s", child.chain_id, rc, child.log_file
+                            "chain %d failed (exit %d): %s; see %s",
+                            child.chain_id,
+                            rc,
+                            error_line(child.log_file) or "no error line",
+                            child.log_file,
                         )
             now = time.monotonic()
             if report and (now - last_report >= report_every or not (queue or running)):
                 last_report = now
-                report(read_progress(config))
+                with contextlib.suppress(OSError):  # the terminal may be gone (SIGHUP)
+                    report(read_progress(config))
     finally:
         for s, handler in old.items():
             signal.signal(s, handler)

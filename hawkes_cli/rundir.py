@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
@@ -32,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import atomic
 from .errors import StorageError, UsageError
-from .storage import read_sidecar, sidecar_path
+from .storage import read_chain, read_sidecar, sidecar_path
 
 if TYPE_CHECKING:  # pragma: no cover
     from .config import Config
@@ -105,6 +106,51 @@ class Checkpoint:
         """JSON-ready dict (the ``checkpoint`` member of the commit record)."""
         return asdict(self)
 
+    def check_commit(
+        self,
+        draws: int,
+        last_iteration: int | None,
+        iterations: int,
+        thin: int,
+        where: str = "checkpoint",
+    ) -> None:
+        """Refuse a checkpoint that disagrees with the draws committed with it.
+
+        A chain saves the draw of every iteration ``it`` with ``it % thin == 0`` and commits at
+        iteration boundaries, so after ``iteration`` iterations it holds
+        ``ceil(iteration / thin)`` draws, the last of iteration
+        ``(iteration - 1) // thin * thin``; it is finished exactly when ``iteration`` reached
+        ``iterations``.
+
+        Parameters
+        ----------
+        draws, last_iteration
+            The commit record's draw count and last row's iteration (None: not recorded).
+        iterations, thin
+            The chain's configured iterations (warm-up included) and thinning.
+
+        Raises
+        ------
+        StorageError
+            Naming ``where`` and the disagreement.
+        """
+        it = self.iteration
+        problem = None
+        if it > iterations:
+            problem = f"iteration {it} is beyond the chain's {iterations} iterations"
+        elif self.finished != (it == iterations):
+            problem = f"'finished' is {str(self.finished).lower()} at iteration {it}/{iterations}"
+        elif draws != -(-it // max(thin, 1)):
+            problem = f"{draws} committed draws do not fit iteration {it} (thin {thin})"
+        elif draws and last_iteration is not None and last_iteration != (it - 1) // thin * thin:
+            problem = f"the last committed draw is of iteration {last_iteration}, not {it - 1}"
+        if problem:
+            raise StorageError(
+                f"{where}: the checkpoint disagrees with the committed draws ({problem}); the "
+                "chain file or its checkpoint was changed: restore both, or start over with "
+                "--overwrite"
+            )
+
     @classmethod
     def from_json(cls, data: Mapping[str, Any], where: str = "checkpoint") -> Checkpoint:
         """Parse and check a checkpoint payload.
@@ -133,6 +179,14 @@ class Checkpoint:
         iteration = need("iteration", (int,), "an integer >= 0")
         if iteration < 0:
             raise StorageError(f"{where}: checkpoint iteration {iteration} is negative")
+        for key in ("loglik", "logprior"):
+            value = need(key, (int, float), "a number")
+            if not math.isfinite(value):
+                raise StorageError(
+                    f"{where}: checkpoint member {key!r} is {value!r}, not a finite number (a "
+                    "chain's current state always has one); the checkpoint is damaged: restore "
+                    "it, or start over with --overwrite"
+                )
         return cls(
             iteration=iteration,
             sampler=need("sampler", (dict,), "an object"),
@@ -336,9 +390,75 @@ class RunDir:
         where = str(sidecar_path(self.chain_path(chain_id)))
         return Checkpoint.from_json(side["checkpoint"], where)
 
+    def verified_checkpoint(self, chain_id: int) -> Checkpoint | None:
+        """The chain's last checkpoint, after checking it against its chain file.
+
+        The file is read (:func:`~hawkes_cli.storage.read_chain`: its commit record's checksum,
+        the committed draws' fingerprint), must hold chain ``chain_id`` of this run's config
+        (``config.yaml``'s sha256, where there is one), and the checkpoint must fit the draws
+        (:meth:`Checkpoint.check_commit`).
+
+        Raises
+        ------
+        StorageError
+            Any disagreement, or a damaged file or record.
+        """
+        path = self.chain_path(chain_id)
+        if not path.exists() and not sidecar_path(path).exists():
+            return None
+        if not path.exists():
+            raise StorageError(
+                f"checkpoint {sidecar_path(path)} exists but chain file {path} does not; its "
+                "committed draws are lost: restore the file, or pass --overwrite"
+            )
+        chain = read_chain(path)
+        attrs = chain.attrs
+        if attrs["chain_id"] != chain_id:
+            raise StorageError(
+                f"{path} holds chain {attrs['chain_id']}, not chain {chain_id}: chain files were "
+                "renamed or swapped; put each back under its own number, or start over with "
+                "--overwrite"
+            )
+        sha = self._config_sha256()
+        if sha is not None and attrs["config_sha256"] != sha:
+            raise StorageError(
+                f"{path} was written with another config (sha256 {attrs['config_sha256']}) than "
+                f"{self.config_path} ({sha}); move it to its own run directory, or start over "
+                "with --overwrite"
+            )
+        if chain.checkpoint is None:
+            return None
+        where = str(sidecar_path(path))
+        ckpt = Checkpoint.from_json(chain.checkpoint, where)
+        ckpt.check_commit(
+            chain.n_committed,
+            chain.last_iteration,
+            int(attrs["iterations"]),
+            int(attrs["thin"]),
+            where,
+        )
+        return ckpt
+
+    def _config_sha256(self) -> str | None:
+        """The sha256 on the first line of ``config.yaml`` (None without one)."""
+        try:
+            with open(self.config_path, encoding="utf-8") as fh:
+                first = fh.readline()
+        except OSError:
+            return None
+        m = re.match(r"^# sha256: ([0-9a-f]{64})\s*$", first)
+        return m.group(1) if m else None
+
     def is_finished(self, chain_id: int) -> bool:
-        """True when the chain's committed checkpoint says it is complete."""
-        ckpt = self.checkpoint(chain_id)
+        """True when the chain's checkpoint, verified against its file
+        (:meth:`verified_checkpoint`), says it is complete.
+
+        Raises
+        ------
+        StorageError
+            The file, its record or its checkpoint is damaged or disagrees.
+        """
+        ckpt = self.verified_checkpoint(chain_id)
         return bool(ckpt and ckpt.finished)
 
     def write_progress(self, progress: Progress) -> None:

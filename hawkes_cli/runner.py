@@ -75,7 +75,7 @@ from .rundir import Checkpoint, Progress, RunDir
 from .sampler import Sampler, SamplerState, StepInfo, make_sampler
 from .shared_start import SharedStart, shared_start, start_key
 from .start import StartResult, find_start, overdispersed_starts
-from .storage import DRAW_FIELDS, ChainMeta, ChainWriter
+from .storage import DRAW_FIELDS, ChainMeta, ChainWriter, sidecar_path
 from .vocab import PARAM_NAMES
 
 log = logging.getLogger(__name__)
@@ -92,6 +92,9 @@ __all__ = [
     "subsample_events",
 ]
 
+#: Set by ``hawkes-run local`` to its pid in each chain's environment: the chain stops (commits
+#: and exits) when its parent is no longer that process.
+LAUNCHER_PID_ENV = "HAWKES_LAUNCHER_PID"
 INIT_JITTER = 0.3  # sd of each chain's random start around the initial values, log scale
 PROGRESS_SECONDS = 2.0
 #: Data whose events outnumber their distinct times this many times over are on a day lattice
@@ -110,18 +113,30 @@ class StopFlag:
     def __init__(self) -> None:
         self.signum: int | None = None
         self.signals: tuple[int, ...] = ()
+        self.launcher: int | None = None  # the launcher's pid, watched (see install)
 
     def set(self, signum: int = 0, _frame: Any = None) -> None:
         self.signum = signum
 
     def __bool__(self) -> bool:
+        if self.signum is None and self.launcher is not None and os.getppid() != self.launcher:
+            log.warning("the launcher (pid %d) is gone; stopping", self.launcher)
+            self.signum = signal.SIGHUP
         return self.signum is not None
 
     def install(self, signals: tuple[int, ...] | None = None) -> None:
-        """Route SIGTERM, SIGINT, SIGUSR1 (Slurm's warning signal) to :meth:`set`."""
-        self.signals = signals or (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1)
+        """Route SIGTERM, SIGINT, SIGHUP and SIGUSR1 (Slurm's warning signal) to :meth:`set`.
+
+        A chain started by ``hawkes-run local`` (:data:`LAUNCHER_PID_ENV` set to its pid) also
+        stops once its parent is no longer that process: the launcher died, however it died
+        (its ``PR_SET_PDEATHSIG`` is the first line of defence, this the fallback).
+        """
+        self.signals = signals or (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1)
         for sig in self.signals:
             signal.signal(sig, self.set)
+        launcher = os.environ.get(LAUNCHER_PID_ENV, "")
+        if launcher.isdigit():
+            self.launcher = int(launcher)
 
     def reinstall(self) -> None:
         """Install again the handlers of :meth:`install` (an OpenCL driver may have taken one:
@@ -342,6 +357,8 @@ def run_chain(
         return ChainOutcome(
             chain_id, 0, config.sampler.iterations, 0, bool(stop), setup.rank.pair_passes
         )
+    # the run directory's config, so that `hawkes-run status` and `local` know the run
+    RunDir.of(config).write_config(config, overwrite=overwrite)
     with DistributedLikelihood(setup.rank) as likelihood:
         return _drive(setup, likelihood, stop, overwrite, on_progress)
 
@@ -379,7 +396,8 @@ def _drive(
     posterior = LogPosterior.from_mapping(likelihood, config.priors)
     path = RunDir.of(config).chain_path(setup.chain_id)
     path.parent.mkdir(parents=True, exist_ok=True)
-    writer, payload = ChainWriter.open(path, _chain_meta(setup), overwrite=overwrite)
+    check = functools.partial(_check_record, setup, str(sidecar_path(path)))
+    writer, payload = ChainWriter.open(path, _chain_meta(setup), overwrite=overwrite, check=check)
     try:
         passes0 = rank.pair_passes
         if payload is not None:
@@ -401,6 +419,53 @@ def _drive(
         return loop.run(state, current, first, rank.pair_passes - passes0)
     finally:
         writer.close()
+
+
+def _check_record(setup: ChainSetup, where: str, record: Mapping[str, Any] | None) -> None:
+    """Refuse to resume from a commit record whose checkpoint is damaged or does not fit the
+    committed draws (called before the chain file is rewritten, so a refusal touches nothing).
+
+    Every member the resume restores is tried on a scratch object first: the checkpoint's
+    agreement with the draws (:meth:`Checkpoint.check_commit`), both random streams' states,
+    the sampler state (its coordinates finite and of this model), the fast start.
+    """
+    if record is None or record.get("checkpoint") is None:
+        if record is not None and record["draws"]:
+            raise StorageError(
+                f"{where}: {record['draws']} committed draws but no checkpoint to continue "
+                "from; the checkpoint is damaged: restore it, or start over with --overwrite"
+            )
+        return
+    sc = setup.config.sampler
+    checkpoint = Checkpoint.from_json(record["checkpoint"], where)
+    checkpoint.check_commit(
+        record["draws"], record.get("last_iteration"), sc.iterations, sc.thin, where
+    )
+    for key in ("rng", "loc_rng"):
+        state = getattr(checkpoint, key)
+        if state is None:
+            continue
+        try:
+            type(setup.rng.bit_generator)().state = dict(state)
+        except (TypeError, ValueError, KeyError) as exc:
+            raise StorageError(
+                f"{where}: checkpoint member {key!r} is not a random generator state ({exc}); "
+                "restore the checkpoint, or start over with --overwrite"
+            ) from exc
+    try:
+        state = SamplerState.from_json(checkpoint.sampler)
+        theta = np.asarray(state.theta, dtype=float)
+        ok = theta.shape == (len(PARAM_NAMES),) and bool(np.all(np.isfinite(theta)))
+    except (TypeError, ValueError, KeyError, AttributeError) as exc:
+        ok, why = False, str(exc)
+    else:
+        why = f"theta {theta.tolist()}"
+    if not ok:
+        raise StorageError(
+            f"{where}: checkpoint member 'sampler' is not a sampler state of this model ({why}); "
+            "restore the checkpoint, or start over with --overwrite"
+        )
+    _start_result(checkpoint, where)
 
 
 def _start_result(checkpoint: Checkpoint, where: str) -> StartResult | None:

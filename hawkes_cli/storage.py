@@ -235,6 +235,9 @@ class ChainDraws:
         ISO 8601 UTC time of the last commit, or None.
     checkpoint
         The payload of the last commit, or None.
+    last_iteration
+        The iteration of the last committed row as the commit recorded it (None: no rows, or a
+        schema-1 record).
     """
 
     path: Path
@@ -243,6 +246,7 @@ class ChainDraws:
     n_committed: int
     committed_at: str | None
     checkpoint: dict[str, Any] | None
+    last_iteration: int | None = None
 
 
 # --------------------------------------------------------------------------- paths
@@ -702,6 +706,7 @@ def read_chain(path: Path) -> ChainDraws:
         n_committed=n,
         committed_at=side.get("committed_at") if side is not None else None,
         checkpoint=side.get("checkpoint") if side is not None else None,
+        last_iteration=side.get("last_iteration") if side is not None else None,
     )
 
 

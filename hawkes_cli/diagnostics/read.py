@@ -7,6 +7,7 @@ reader are imported inside the functions that need them, so importing this modul
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ __all__ = [
     "ChainRead",
     "EventsInfo",
     "burn_description",
+    "check_no_duplicates",
     "check_same_config",
     "find_chain_files",
     "read_chain_file",
@@ -213,8 +215,48 @@ def read_chain_file(path: Path, options: DiagnoseOptions) -> ChainRead:
 
 
 def read_chains(files: Sequence[Path], options: DiagnoseOptions) -> list[ChainRead]:
-    """Read every chain file (see :func:`read_chain_file`)."""
-    return [read_chain_file(path, options) for path in files]
+    """Read every chain file (see :func:`read_chain_file`); refuse duplicates.
+
+    Raises
+    ------
+    StorageError
+        Two files hold the same chain (:func:`check_no_duplicates`).
+    """
+    chains = [read_chain_file(path, options) for path in files]
+    check_no_duplicates(chains)
+    return chains
+
+
+def check_no_duplicates(chains: Sequence[ChainRead]) -> None:
+    """Refuse two files of one chain: the same chain id of one config, or the same draws.
+
+    A copied chain file would be counted twice (bulk ESS inflated, R-hat too optimistic). This
+    is an error, not a warning and a dropped file: which copy is the chain's own is not for the
+    reader to guess (a copy may be the longer one), and the user removes one in a second.
+    Chains of one config and chain id are the same chain (same seed stream) even when their
+    lengths differ.
+    """
+    seen: dict[tuple[str, object], ChainRead] = {}
+    for c in chains:
+        params = np.stack([c.after_burn_params[n] for n in c.attrs["param_names"]])
+        keys = [
+            ("chain", (str(c.attrs["config_sha256"]), int(c.attrs["chain_id"]))),
+            ("draws", hashlib.sha256(params.tobytes()).hexdigest() if params.size else None),
+        ]
+        for kind, key in keys:
+            if key is None:
+                continue
+            first = seen.setdefault((kind, key), c)
+            if first is not c:
+                what = (
+                    f"chain {c.attrs['chain_id']} of the same config"
+                    if kind == "chain"
+                    else "the same draws"
+                )
+                raise StorageError(
+                    f"{c.path} and {first.path} hold {what}: a copied chain file would be "
+                    "counted twice; remove the copy from the run directory"
+                )
 
 
 def check_same_config(chains: Sequence[ChainRead]) -> None:

@@ -4,13 +4,15 @@ The rank checks the world size against the plan, picks its device from its local
 devices the job may see, refuses GPU sharing within the node, splits the world into one
 communicator per chain and runs :func:`~hawkes_cli.runner.run_chain` on it (skipping a finished
 chain). SIGUSR1, SIGTERM and SIGINT only set the :class:`~hawkes_cli.runner.StopFlag`; the ranks
-of a chain agree on it at the next iteration boundary and commit before they exit.
+of a chain agree on it at the next iteration boundary and commit before they exit. A rank whose
+chain is done ignores them while it waits for the node's other chains.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import signal
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -134,4 +136,19 @@ def run_node_ranks(config_path: Path, node_index: int, *, stop: StopFlag) -> int
     slot, lrank = _my_slot(plan, node, world)
     choice = _checked_device(config, node, world, slot, lrank, stop)
     comm = _chain_comm(world, plan, slot, choice)
-    return _run_slot(config, slot.chain, comm, stop)
+    try:
+        return _run_slot(config, slot.chain, comm, stop)
+    finally:
+        _ignore_stop_signals()
+
+
+def _ignore_stop_signals() -> None:
+    """Once this rank's chain is done, ignore SIGUSR1, SIGTERM and SIGINT.
+
+    The rank still waits for the node's other chains (MPI finalisation), and Python restores
+    the default action (death) of the signals it handled as it shuts down; a warning signal
+    landing then would kill the rank, and ``srun --kill-on-bad-exit`` the other chains' ranks
+    with it, before they commit. Ignored signals stay ignored.
+    """
+    for sig in (signal.SIGUSR1, signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, signal.SIG_IGN)
