@@ -23,6 +23,7 @@ file cases (default 96) and the signal cases.
 
 from __future__ import annotations
 
+import functools
 import json
 import multiprocessing
 import os
@@ -57,7 +58,7 @@ N_FILE_CASES = int(os.environ.get("HAWKES_FUZZ_FILE_CASES", "72"))
 #: Seconds a chain may take to commit and exit once its launcher is gone (an orphan would run
 #: on for seconds more).
 STOP_SECONDS = 2.0
-N_SIGNAL_CASES = int(os.environ.get("HAWKES_FUZZ_SIGNAL_CASES", "4"))
+N_SIGNAL_CASES = int(os.environ.get("HAWKES_FUZZ_SIGNAL_CASES", "2"))  # SIGKILL, SIGHUP
 DAMAGE = (
     "truncate",
     "flip",
@@ -465,6 +466,98 @@ def test_fuzz_chain_files_and_checkpoints(fx):
     counts = Counter(r for r, _ in results)
     bad = [line for r, line in results if r not in ("ok", "clean")]
     assert not bad, f"{dict(counts)}\n" + "\n".join(bad)
+
+
+def _one_error(proc: subprocess.CompletedProcess) -> str:
+    """The one ``error:`` line of a failed command (and no traceback)."""
+    assert proc.returncode not in (0, None), proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr, proc.stderr
+    errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("error: ")]
+    assert len(errors) == 1, proc.stderr
+    return errors[0]
+
+
+def diagnose(*args: str) -> subprocess.CompletedProcess:
+    code = "from hawkes_cli.cli import diagnose_main; diagnose_main()"
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
+                          timeout=60)  # fmt: skip
+
+
+@pytest.mark.parametrize("how", ["half", "4k", "flip"])
+def test_damaged_chain_file_is_one_error_in_every_command(fx, how):
+    """local, chain and hawkes-diagnose end at once with one error line (they used to hang)."""
+    fx.reset("mid")
+    path = RunDir(fx.run_dir).chain_path(0)
+    size = path.stat().st_size
+    if how == "flip":
+        raw = bytearray(path.read_bytes())
+        raw[200:232] = bytes(b ^ 0x5A for b in raw[200:232])
+        path.write_bytes(bytes(raw))
+    else:
+        os.truncate(path, size // 2 if how == "half" else 4096)
+    before = chain_files(fx.run_dir)
+    run = functools.partial(subprocess.run, capture_output=True, text=True, timeout=60)
+    for proc in (
+        run(cli("local", str(fx.config_path))),
+        run(cli("chain", str(fx.config_path), "--chain", "0")),
+        diagnose(str(fx.run_dir)),
+    ):
+        assert "chain-00.h5" in _one_error(proc)
+    assert chain_files(fx.run_dir) == before
+
+
+def test_local_prints_the_failed_chains_error_line(fx):
+    """A chain that fails in its own process: local names its error, not only its exit code."""
+    import fcntl
+
+    fx.reset("mid")
+    lock = RunDir(fx.run_dir).chain_path(1).with_suffix(".lock")
+    with open(lock, "a+") as fh:  # another writer holds chain 1
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        proc = subprocess.run(cli("local", str(fx.config_path)), capture_output=True, text=True,
+                              timeout=120)  # fmt: skip
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    assert "chain 1 failed (exit 7): error: chain file" in proc.stderr, proc.stderr
+    assert "being written by another process" in proc.stderr
+
+
+def test_status_reads_a_run_of_hawkes_run_chain(fx, tmp_path):
+    """`hawkes-run chain` alone writes the run directory's config, so status can read it."""
+    if fx.run_dir.exists():
+        shutil.rmtree(fx.run_dir)
+    assert subprocess.run(cli("chain", str(fx.config_path), "--chain", "0"),
+                          capture_output=True, timeout=120).returncode == 0  # fmt: skip
+    proc = subprocess.run(cli("status", str(fx.run_dir), "--json"), capture_output=True,
+                          text=True, timeout=60)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    rows = json.loads(proc.stdout)
+    assert len(rows) == 2 and "finished" in json.dumps(rows[0])
+
+
+def test_copied_chain_file_is_refused_by_diagnose(fx):
+    fx.reset("finished")
+    rd = RunDir(fx.run_dir)
+    shutil.copyfile(rd.chain_path(1), rd.chain_path(2))
+    shutil.copyfile(sidecar_path(rd.chain_path(1)), sidecar_path(rd.chain_path(2)))
+    line = _one_error(diagnose(str(fx.run_dir)))
+    assert "chain-02.h5" in line and "chain-01.h5" in line and "counted twice" in line
+
+
+def test_finished_rank_ignores_stop_signals(fx, monkeypatch):
+    """Once its chain is done a node rank ignores SIGUSR1/SIGTERM/SIGINT: a warning landing
+    while it waits for the node's other chains must not kill it (srun would then kill them)."""
+    from hawkes_cli.slurm import ranks
+
+    fx.reset("finished")
+    monkeypatch.setattr(ranks, "load_config", lambda _path: fx.config)
+    stop = StopFlag()
+    saved = {s: signal.getsignal(s) for s in (signal.SIGUSR1, signal.SIGTERM, signal.SIGINT)}
+    try:
+        assert ranks.run_node_ranks(fx.config_path, 0, stop=stop) == 0
+        assert all(signal.getsignal(s) == signal.SIG_IGN for s in saved)
+    finally:
+        for s, handler in saved.items():
+            signal.signal(s, handler)
 
 
 @pytest.mark.slow

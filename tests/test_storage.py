@@ -461,6 +461,51 @@ def test_fingerprint_survives_resumes(tmp_path):
     assert side["last_iteration"] == int(chain.draws["iteration"][-1])
 
 
+def _read_in_child(path: Path, conn) -> None:
+    try:
+        read_chain(path)
+        conn.send("read")
+    except StorageError as exc:
+        conn.send(f"StorageError: {exc}")
+    except BaseException as exc:
+        conn.send(f"{type(exc).__name__}: {exc}")
+
+
+@pytest.mark.parametrize("offset", [200, 400, 800])
+def test_damaged_file_of_a_killed_writer_fails_fast(tmp_path, offset):
+    """A file left open for writing (SWMR flags set, as after a SIGKILL) is read through a SWMR
+    reader, which skips HDF5's size check and retried bad metadata for up to an hour: 32 bytes
+    flipped in its metadata, or a truncation, must give a StorageError within seconds."""
+    import multiprocessing
+    import shutil
+
+    path = tmp_path / "chain-03.h5"
+    writer, _ = ChainWriter.open(path, make_meta())
+    write_draws(writer, 0, 40)
+    writer.commit({"next": 40})
+    killed = tmp_path / "k" / "chain-03.h5"
+    killed.parent.mkdir()
+    shutil.copyfile(path, killed)  # as the writer left it: open, flags set
+    shutil.copyfile(sidecar_path(path), sidecar_path(killed))
+    writer.close()
+    assert_rows(read_chain(killed).draws, 40)  # undamaged, it reads
+    raw = bytearray(killed.read_bytes())
+    raw[offset : offset + 32] = bytes(b ^ 0x5A for b in raw[offset : offset + 32])
+    cases = {"flipped": bytes(raw), "truncated": killed.read_bytes()[: len(raw) // 2]}
+    ctx = multiprocessing.get_context("fork")
+    for what, content in cases.items():
+        killed.write_bytes(content)
+        parent, child = ctx.Pipe(duplex=False)
+        proc = ctx.Process(target=_read_in_child, args=(killed, child))
+        t0 = time.monotonic()
+        proc.start()
+        got = parent.recv() if parent.poll(30) else "hang"
+        proc.kill()
+        proc.join()
+        assert got.startswith("StorageError"), (what, got)
+        assert time.monotonic() - t0 < 30
+
+
 def test_bad_sidecars_are_refused(tmp_path):
     path = tmp_path / "chain-03.h5"
     writer, _ = ChainWriter.open(path, make_meta())
