@@ -52,6 +52,40 @@ from .options import CONTEXT_SETTINGS, json_option, setup_logging, verbose_optio
     default=None,
     help="Also write trace, rank and posterior PNG plots into this folder.",
 )
+@click.option(
+    "--gof",
+    "gof_dir",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Also write goodness-of-fit files into this folder: branching probabilities, "
+    "time-rescaling KS test, county residuals, maps.",
+)
+@click.option(
+    "--gof-draws",
+    type=int,
+    default=20,
+    show_default=True,
+    help="Posterior draws (evenly spaced) for the branching probabilities; one pair pass each.",
+)
+@click.option(
+    "--gof-counties",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Polygon file (GEOID key) for county residuals (default: data.counties, else the Census "
+    "counties for lon/lat data).",
+)
+@click.option(
+    "--gof-seed",
+    type=int,
+    default=0,
+    show_default=True,
+    help="Seed of the tie-breaking and kernel Monte Carlo draws.",
+)
+@click.option(
+    "--date",
+    default=None,
+    help="Conditional-intensity map at this time (data units) or ISO date (with --gof).",
+)
 @verbose_option
 def diagnose(
     run_dir: Path,
@@ -64,6 +98,11 @@ def diagnose(
     as_csv: bool,
     netcdf: Path | None,
     plots: Path | None,
+    gof_dir: Path | None,
+    gof_draws: int,
+    gof_counties: Path | None,
+    gof_seed: int,
+    date: str | None,
     verbose: int,
 ) -> None:
     """R-hat, bulk/tail ESS, MCSE and posterior tables of the chains in RUN_DIR.
@@ -92,6 +131,30 @@ def diagnose(
     if plots is not None:
         for path in dg.write_plots(report, opts, plots):
             click.echo(f"wrote {path}", err=True)
+    if gof_dir is not None:
+        from ..gof import GofOptions, run_gof
+
+        gof = run_gof(
+            run_dir,
+            gof_dir,
+            GofOptions(
+                burn=burn,
+                thin=thin,
+                draws=gof_draws,
+                date=date,
+                counties=gof_counties,
+                seed=gof_seed,
+            ),
+        )
+        click.echo(
+            f"goodness of fit: KS D = {gof['ks_statistic']:.4g}, p = {gof['ks_pvalue']:.3g} "
+            f"({gof['n_events']} events, compensator {gof['compensator']:.6g})",
+            err=True,
+        )
+        for name in gof["files"]:
+            click.echo(f"wrote {Path(gof_dir) / name}", err=True)
+    elif date is not None:
+        raise UsageError("--date needs --gof DIR")
     code = dg.exit_code(report)
     if code:
         sys.exit(code)

@@ -1,0 +1,329 @@
+"""Tests of hawkes_cli.gof: branching probabilities, time rescaling, county residuals, maps.
+
+Data are simulated with known parents (:func:`hawkes_cli.simulate.simulate_with_parents`) in a
+10 x 10 square cut into 4 x 4 grid "counties"; the run directory holds a real config and a chain
+file (:class:`~hawkes_cli.storage.ChainWriter`) whose draws scatter around the fitted values;
+the likelihood is the float64 reference engine, so no OpenCL is needed.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import subprocess
+import sys
+import warnings
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+from scipy.special import ndtr
+
+from hawkes_cli.config import load_config
+from hawkes_cli.data import save_events
+from hawkes_cli.engine import make_likelihood
+from hawkes_cli.engine.points import pixel_mean
+from hawkes_cli.gof import GofOptions, run_gof
+from hawkes_cli.gof.branching import BranchingAccumulator, p_triggered
+from hawkes_cli.gof.counties import Locator, county_counts
+from hawkes_cli.gof.residuals import ground_compensator, ks_summary, rescale
+from hawkes_cli.model import Params
+from hawkes_cli.rundir import RunDir
+from hawkes_cli.simulate import DensityGrid, simulate_with_parents
+from hawkes_cli.storage import DRAW_FIELDS, ChainMeta, ChainWriter
+from hawkes_cli.vocab import PARAM_NAMES
+
+TRUTH = Params(mu0=0.5, tau_t=20.0, xi0=0.5, sigma_x=0.2, sigma_t=3.0)
+GRID = DensityGrid.log_uniform((0.0, 10.0, 0.0, 10.0), nx=4, ny=4, seed=1)
+
+
+def simulated(seed: int = 3, integer_days: bool = False, n_background: int = 700):
+    return simulate_with_parents(TRUTH, model=1, n_background=n_background, t_end=150.0,
+                                 seed=seed, grid=GRID, integer_days=integer_days)  # fmt: skip
+
+
+def profile_fit(data) -> Params:
+    """The truth with ``mu0`` and ``xi0`` at their profile maximum (B and E cached: one pass
+    each): a fit whose compensator equals N, as at any maximum in the two weights."""
+    from scipy.optimize import minimize
+
+    lik = make_likelihood(data, model=1, area=data.attrs["area"], engine="reference")
+
+    def f(w: np.ndarray) -> float:
+        return -lik.loglik(replace(TRUTH, mu0=math.exp(w[0]), xi0=math.exp(w[1])))
+
+    res = minimize(f, np.log([TRUTH.mu0, TRUTH.xi0]), method="Nelder-Mead",
+                   options={"xatol": 1e-7, "fatol": 1e-9})  # fmt: skip
+    return replace(TRUTH, mu0=math.exp(res.x[0]), xi0=math.exp(res.x[1]))
+
+
+def grid_locator():
+    import shapely
+
+    keys = np.array([k for k, _ in GRID.polygons()])
+    geoms = np.array([shapely.box(b[0], b[2], b[1], b[3]) for _, b in GRID.polygons()])
+    return keys, geoms
+
+
+# ------------------------------------------------------------------ units
+
+
+def test_p_triggered_formula_by_hand():
+    B = np.array([1.0, 0.0, 2.0, 0.0])
+    E = np.array([1.0, 3.0, 0.0, 0.0])
+    p = Params(mu0=2.0, tau_t=1.0, xi0=0.5, sigma_x=1.0, sigma_t=1.0)
+    # 0.5 / (2 + 0.5), all trigger, all background, nothing (0 by convention)
+    np.testing.assert_allclose(p_triggered(B, E, p), [0.2, 1.0, 0.0, 0.0])
+
+
+def test_accumulator_mean_sd_equal_numpy():
+    rng = np.random.default_rng(0)
+    draws = rng.uniform(size=(7, 50))
+    idx = rng.integers(-1, 3, 50)
+    acc = BranchingAccumulator(50, {"g": (np.arange(3), idx)})
+    for d in draws:
+        acc.add(d)
+    np.testing.assert_allclose(acc.mean, draws.mean(0), rtol=1e-12)
+    np.testing.assert_allclose(acc.sd, draws.std(0, ddof=1), rtol=1e-10)
+    per_draw = np.array([[d[idx == g].mean() for g in range(3)] for d in draws])
+    np.testing.assert_allclose(acc.shares("g").mean, per_draw.mean(0), rtol=1e-12)
+    np.testing.assert_allclose(acc.shares("g").sd, per_draw.std(0, ddof=1), rtol=1e-10)
+
+
+def test_components_equal_reference_pair_sums():
+    data, _ = simulated(n_background=150)
+    lik = make_likelihood(data, model=1, area=data.attrs["area"], engine="reference")
+    B, E = lik.components(TRUTH)
+    # hand pair sums for a few rows (DESIGN section 2)
+    rho = 1.0 / data.attrs["area"]
+    for n in (5, data.n // 2, data.n - 1):
+        dt = data.time[n] - data.time
+        b = rho * np.sum(np.where(dt != 0, np.exp(-0.5 * (dt / TRUTH.tau_t) ** 2), 0.0))
+        b /= math.sqrt(2 * math.pi) * TRUTH.tau_t
+        r2 = (data.x[n] - data.x) ** 2 + (data.y[n] - data.y) ** 2
+        s2 = TRUTH.sigma_x**2
+        e = np.sum(np.where(dt > 0, np.exp(-dt / TRUTH.sigma_t - r2 / (2 * s2)), 0.0))
+        e /= 2 * math.pi * s2 * TRUTH.sigma_t
+        assert B[n] == pytest.approx(b, rel=1e-12)
+        assert E[n] == pytest.approx(e, rel=1e-12)
+
+
+def test_compensator_at_T_is_the_likelihoods():
+    data, _ = simulated(n_background=150)
+    p = TRUTH
+    t, T = data.time, data.time[-1]
+    direct = p.mu0 * np.sum(ndtr((T - t) / p.tau_t) - ndtr(-t / p.tau_t)) + p.xi0 * np.sum(
+        -np.expm1(-(T - t) / p.sigma_t)
+    )
+    assert ground_compensator(np.array([T]), t, p)[0] == pytest.approx(direct, rel=1e-12)
+    # the FFT path agrees with the exact one to its stated error (h / (2 sqrt(2 pi) tau_t) per
+    # event, about 1e-5 of N here)
+    import hawkes_cli.gof.residuals as res
+
+    u = np.linspace(0, T, 50)
+    exact = ground_compensator(u, t, p)
+    old = res.EXACT_DISTINCT
+    res.EXACT_DISTINCT = 0
+    try:
+        fft = ground_compensator(u, t, p)
+    finally:
+        res.EXACT_DISTINCT = old
+    np.testing.assert_allclose(fft, exact, atol=1e-4 * data.n)
+
+
+def test_pixel_mean_matches_fine_quadrature():
+    rng = np.random.default_rng(1)
+    x, y = rng.uniform(2, 8, 40), rng.uniform(2, 8, 40)
+    s = np.exp(rng.uniform(np.log(0.3), np.log(1.0), 40))
+    w = rng.uniform(0, 1, 40)
+    xe, ye = np.linspace(0, 10, 41), np.linspace(0, 10, 31)
+    got = pixel_mean(x, y, s, w, xe, ye, cut=8.0)
+    # midpoint rule on a 10x finer grid, averaged back to the pixels: O(h^2/s^2) ~ 1e-3
+    fx = (np.linspace(0, 10, 401)[1:] + np.linspace(0, 10, 401)[:-1]) / 2
+    fy = (np.linspace(0, 10, 301)[1:] + np.linspace(0, 10, 301)[:-1]) / 2
+    X, Y = np.meshgrid(fx, fy)
+    f = np.zeros_like(X)
+    for i in range(40):
+        f += (
+            w[i]
+            * np.exp(-((X - x[i]) ** 2 + (Y - y[i]) ** 2) / (2 * s[i] ** 2))
+            / (2 * np.pi * s[i] ** 2)
+        )
+    ref = f.reshape(30, 10, 40, 10).mean(axis=(1, 3))
+    np.testing.assert_allclose(got, ref, atol=2e-3 * ref.max())
+
+
+# ------------------------------------------------------------------ the statistics
+
+
+def test_p_triggered_separates_and_is_calibrated():
+    from scipy.stats import mannwhitneyu
+
+    data, parent = simulated(seed=6)
+    fit = profile_fit(data)
+    lik = make_likelihood(data, model=1, area=data.attrs["area"], engine="reference")
+    B, E = lik.components(fit)
+    p = p_triggered(B, E, fit)
+    child = parent >= 0
+    auc = mannwhitneyu(p[child], p[~child]).statistic / (child.sum() * (~child).sum())
+    assert auc > 0.8, auc
+    assert abs(p.mean() - child.mean()) < 0.03  # overall: sd of the share ~0.014
+    # calibration in quintile bins of p: the share truly triggered is within 4 binomial sds
+    # of the bin's mean p (the model's background is a smoother, not the simulator's
+    # constant rate, so the fit is close but not exact)
+    bins = np.quantile(p, np.linspace(0, 1, 6))
+    which = np.clip(np.searchsorted(bins, p, side="right") - 1, 0, 4)
+    for b in range(5):
+        sel = which == b
+        q = p[sel].mean()
+        sd = math.sqrt(max(q * (1 - q), 0.01) / sel.sum())
+        assert abs(child[sel].mean() - q) < 4 * sd, (b, child[sel].mean(), q)
+
+
+@pytest.mark.parametrize("integer_days", [False, True])
+def test_ks_accepts_the_fit_and_rejects_a_misspecified_one(integer_days):
+    data, _ = simulated(seed=3, integer_days=integer_days)
+    fit = profile_fit(data)
+    good = ks_summary(rescale(data.time, fit, np.random.default_rng(0)))
+    # Lambda(T) = N at the fit; on days the window runs one day past the last one
+    total = data.n * (1 + integer_days / data.time[-1])
+    assert good["rescaled_total"] == pytest.approx(total, rel=0.01)
+    assert (good["lattice_spacing"] == 1.0) is integer_days
+    assert good["ks_pvalue"] > 0.05, good
+    # trigger 30 times too slow (mean delay 90 days of 150): clustering in time smeared out
+    bad = ks_summary(rescale(data.time, replace(fit, sigma_t=90.0), np.random.default_rng(0)))
+    assert bad["ks_pvalue"] < 1e-4, bad
+    # no triggering at all (a Poisson-like process): gaps far from exponential
+    none = ks_summary(rescale(data.time, replace(fit, xi0=1e-6, mu0=1.0, tau_t=1e4),
+                              np.random.default_rng(0)))  # fmt: skip
+    assert none["ks_pvalue"] < 1e-6, none
+
+
+def test_expected_county_counts_sum_to_the_compensator():
+    data, _ = simulated(seed=2)
+    keys, geoms = grid_locator()
+    import shapely
+
+    loc = Locator(geoms)
+    cc = county_counts(data.time, data.x, data.y, None, TRUTH, model=1, area=data.attrs["area"],
+                       keys=keys, polygon_area=shapely.area(geoms), locator=loc,
+                       rng=np.random.default_rng(0), samples=8)  # fmt: skip
+    T = data.time[-1]
+    comp = ground_compensator(np.array([T]), data.time, TRUTH)[0]
+    assert cc.compensator == pytest.approx(comp, rel=1e-12)
+    # exact bookkeeping: counties + outside == compensator
+    assert cc.expected.sum() + cc.outside_expected == pytest.approx(comp, rel=1e-12)
+    # the grid covers the study square: background all inside; trigger mass leaving the square
+    # is the kernels' edge loss, a few percent at sigma_x = 0.2 in a 10 x 10 square
+    assert cc.expected_background.sum() == pytest.approx(
+        TRUTH.mu0 * np.sum(ndtr((T - data.time) / TRUTH.tau_t) - ndtr(-data.time / TRUTH.tau_t)),
+        rel=1e-12,
+    )
+    assert 0 <= cc.outside_expected < 0.05 * comp
+    assert cc.observed.sum() == data.n and cc.outside_observed == 0
+    # against an independent per-county value: trigger mass of sources in the box by the exact
+    # normal CDF product for the 4x4 boxes
+    w = TRUTH.xi0 * -np.expm1(-(T - data.time) / TRUTH.sigma_t)
+    exact = np.zeros(len(keys))
+    for k, (_, (x0, x1, y0, y1)) in enumerate(GRID.polygons()):
+        px = ndtr((x1 - data.x) / TRUTH.sigma_x) - ndtr((x0 - data.x) / TRUTH.sigma_x)
+        py = ndtr((y1 - data.y) / TRUTH.sigma_x) - ndtr((y0 - data.y) / TRUTH.sigma_x)
+        exact[k] = np.sum(w * px * py)
+    # Monte Carlo sd per county ~ sqrt(sum w^2 q (1-q) / 8) < 2 events; 5 sd
+    np.testing.assert_allclose(cc.expected_trigger, exact, atol=10.0)
+
+
+# ------------------------------------------------------------------ end to end
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    """A run directory: simulated events (on days), grid county polygons, a reference-engine
+    config and one chain of 60 draws scattered (1%) around the profile fit."""
+    from hawkes_cli.counties import write_polygons
+    from hawkes_cli.geo import PolygonLayer
+
+    tmp = tmp_path_factory.mktemp("gof")
+    data, _ = simulated(seed=3, integer_days=True)
+    save_events(data, tmp / "ev.h5")
+    keys, geoms = grid_locator()
+    with warnings.catch_warnings():  # synthetic coordinates have no reference system
+        warnings.simplefilter("ignore", UserWarning)
+        write_polygons(PolygonLayer(keys=keys, geoms=geoms, fields={}, crs=None, path=""),
+                       tmp / "grid.gpkg")  # fmt: skip
+    cfg = {
+        "data": {"events": str(tmp / "ev.h5"), "counties": str(tmp / "grid.gpkg")},
+        "model": {"kind": 1},
+        "sampler": {"iterations": 60, "warmup": 0, "seed": 1},
+        "engine": {"backend": "reference"},
+        "output": {"run_dir": str(tmp / "run")},
+    }
+    (tmp / "c.yaml").write_text(yaml.safe_dump(cfg))
+    config = load_config(tmp / "c.yaml")
+    RunDir.of(config).write_config(config)
+    fit = profile_fit(data)
+    rng = np.random.default_rng(7)
+    meta = ChainMeta(chain_id=0, seed=1, model=1, n_events=data.n, iterations=60, warmup=0,
+                     thin=1, config_yaml=config.to_yaml(), config_sha256=config.sha256,
+                     kernel_sha256="", param_names=PARAM_NAMES,
+                     fields=DRAW_FIELDS)  # fmt: skip
+    writer, _ = ChainWriter.open(RunDir.of(config).chain_path(0), meta)
+    with writer:
+        for i in range(60):
+            row = {n: v * math.exp(0.01 * rng.standard_normal()) for n, v in fit.as_dict().items()}
+            row.update(iteration=i, loglik=0.0, logprior=0.0, accepted=1, warmup=0, coordinate=0,
+                       scale=0.1, pair_passes=1, n_proposals=1, n_accepted=1, jump=-1)  # fmt: skip
+            writer.append(row)
+        writer.commit({"iteration": 60, "finished": True})
+    return config.output.run_dir, data
+
+
+def read_csv(path: Path) -> list[dict[str, str]]:
+    with path.open() as f:
+        return list(csv.DictReader(f))
+
+
+def test_run_gof_writes_every_file(run_dir, tmp_path):
+    run, data = run_dir
+    out = tmp_path / "gof"
+    summary = run_gof(run, out, GofOptions(draws=5, date="75"))
+    on_disk = json.loads((out / "gof.json").read_text())
+    assert on_disk["ks_statistic"] == pytest.approx(summary["ks_statistic"])
+    assert 0 <= on_disk["ks_pvalue"] <= 1 and on_disk["draws_branching"] == 5
+    assert on_disk["ks_pvalue"] > 0.01  # the fit is right (see the KS test above)
+    events = read_csv(out / "events.csv")
+    assert len(events) == data.n
+    np.testing.assert_allclose([float(r["time"]) for r in events], data.time)
+    assert [r["fips"] for r in events] == data.fips.tolist()
+    p = np.array([float(r["p_triggered"]) for r in events])
+    assert np.all((p >= 0) & (p <= 1)) and 0.2 < p.mean() < 0.8
+    counties = read_csv(out / "counties.csv")
+    assert len(counties) == 16
+    assert sum(int(r["observed"]) for r in counties) == data.n
+    expected = sum(float(r["expected"]) for r in counties)
+    c = on_disk["counties"]
+    assert expected + c["outside_expected"] == pytest.approx(on_disk["compensator"], rel=1e-4)
+    weekly = read_csv(out / "weekly.csv")
+    assert sum(int(r["events"]) for r in weekly) == data.n
+    for name in ("qq.png", "counts.png", "map_cases.png", "map_pearson.png",
+                 "map_triggered.png", "map_intensity.png"):  # fmt: skip
+        png = (out / name).read_bytes()
+        assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5000, name
+    assert not (out / "lengthscales.csv").exists()  # synthetic coordinates: no miles
+
+
+def test_cli_gof_and_errors(run_dir, tmp_path):
+    run, _ = run_dir
+    code = "from hawkes_cli.cli import diagnose_main; diagnose_main()"
+    out = tmp_path / "g"
+    r = subprocess.run([sys.executable, "-c", code, str(run), "--gof", str(out), "--gof-draws",
+                        "2"], capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert r.returncode in (0, 1), r.stderr  # 1: convergence verdicts of a fake chain
+    assert "goodness of fit: KS D" in r.stderr and (out / "gof.json").is_file()
+    r = subprocess.run([sys.executable, "-c", code, str(run), "--date", "3"],
+                       capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert r.returncode != 0 and r.stderr.strip().splitlines()[-1].startswith("error:"), r.stderr
+    assert "Traceback" not in r.stderr
