@@ -1,7 +1,10 @@
 """Tests of hawkes_cli.diagnostics: hawkes-diagnose's numbers, verdicts and outputs.
 
 Chain files are written with the real :class:`~hawkes_cli.storage.ChainWriter` holding known
-draws; every statistic is compared with arviz run independently on the same arrays.
+draws; every statistic is compared with arviz run independently on the same arrays. The
+reference of R-hat, ESS and MCSE is R's ``posterior`` (``tests/test_posterior_reference.py``);
+arviz 0.22 agrees with it to 1e-12 on these arrays (even lengths and split lengths, no ties at
+the tail quantiles), so it stays here as a second, independent implementation.
 """
 
 from __future__ import annotations
