@@ -45,6 +45,8 @@ DEFAULT_DRAWS = 20
 HDF5_FROM = 200_000
 #: Pixels along the longer side of the intensity map.
 MAP_PIXELS = 900
+#: Spellings of NAD83 lon/lat (the Census polygons' system), lon/lat degrees too.
+NAD83 = frozenset({"epsg:4269", "4269", "nad83"})
 #: Days per week (the weekly shares, for data in days).
 DAYS_PER_WEEK = 7.0
 
@@ -223,7 +225,7 @@ def run_gof(run_dir: Path, out_dir: Path, opts: GofOptions | None = None) -> dic
     data = load_events(config.data.events, need_density=model == 2)
     area = _area(config, data)
     crs = str(data.attrs.get("crs", ""))
-    lonlat = derived.is_lonlat(crs)
+    lonlat = derived.is_lonlat(crs) or crs.lower() in NAD83
     unit = str(data.attrs.get("time_unit", "day"))
     timings["read"] = clock.perf_counter() - t0
     written: list[Path] = []
