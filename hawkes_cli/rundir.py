@@ -354,15 +354,25 @@ class RunDir:
         return target
 
     def load_config(self) -> Config:
-        """The resolved config of this run directory.
+        """The resolved config of this run directory (``config.yaml``; without one, the config
+        its first chain file records).
 
         Raises
         ------
         UsageError
             There is no ``config.yaml``: not a run directory.
         """
-        from .config import load_config
+        from .config import config_from_yaml_text, load_config
 
+        if not self.config_path.is_file() and self.chain_files():
+            # chains run by `hawkes-run chain` of an earlier version: their files hold it
+            _, first = self.chain_files()[0]
+            chain = read_chain(first)
+            return config_from_yaml_text(
+                str(chain.attrs.get("config_yaml", "")),
+                base_dir=self.root,
+                where=f"{first} (attribute config_yaml)",
+            )
         if not self.config_path.is_file():
             raise UsageError(
                 f"{self.root} is not a run directory (no {CONFIG_NAME}); give the run directory "
