@@ -534,7 +534,7 @@ def test_status_reads_a_run_of_hawkes_run_chain(fx, tmp_path):
         assert proc.returncode == 0, proc.stderr
         rows = json.loads(proc.stdout)
         assert len(rows) == 2 and "finished" in json.dumps(rows[0])
-        (fx.run_dir / "config.yaml").unlink()
+        (fx.run_dir / "config.yaml").unlink(missing_ok=True)
 
 
 def test_copied_chain_file_is_refused_by_diagnose(fx):
