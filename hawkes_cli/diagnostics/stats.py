@@ -58,6 +58,28 @@ def _is_constant(x: np.ndarray) -> bool:
     return bool(abs(np.max(x) - np.min(x)) < _EPS)
 
 
+def _unit_scaled(x: np.ndarray) -> tuple[np.ndarray, int]:
+    """``(x * 2**-e, e)`` with the largest ``|x|`` in [0.5, 1): exact (a power of two), so
+    sums of squares cannot overflow for draws near 1e308, and R's arithmetic is unchanged."""
+    top = float(np.max(np.abs(x))) if x.size else 0.0
+    if not (math.isfinite(top) and top > 0):
+        return x, 0
+    e = math.frexp(top)[1]
+    return np.ldexp(x, -e), e
+
+
+def _sd(x: np.ndarray) -> float:
+    """Standard deviation (``ddof=1``) of all finite draws ``x``, without overflow."""
+    y, e = _unit_scaled(x)
+    return math.ldexp(float(np.std(y, ddof=1)), e)
+
+
+def _mean(x: np.ndarray) -> float:
+    """Mean of all finite draws ``x``, without overflow."""
+    y, e = _unit_scaled(x)
+    return math.ldexp(float(np.mean(y)), e)
+
+
 def _return_nan(x: np.ndarray) -> bool:
     """posterior's ``should_return_NA``: a NaN or infinite draw, or constant draws."""
     return not np.all(np.isfinite(x)) or _is_constant(x)
@@ -147,6 +169,7 @@ def ess(x: np.ndarray) -> float:
     n_chains, n = x.shape
     if n < 3 or _return_nan(x):
         return _NAN
+    x = _unit_scaled(x)[0]  # ESS is scale-free; no overflow of squares
     acov_means = _autocovariance(x).mean(axis=0).tolist()
     mean_var = acov_means[0] * n / (n - 1)
     var_plus = mean_var * (n - 1) / n
@@ -235,7 +258,7 @@ def mcse_mean(x: np.ndarray) -> float:
     e = ess_mean(x)
     if math.isnan(e) or x.size < 2:
         return _NAN
-    return float(np.std(x, ddof=1)) / math.sqrt(e)
+    return _sd(x) / math.sqrt(e)
 
 
 def convergence(matrix: np.ndarray) -> Convergence:
@@ -269,8 +292,8 @@ def summary(pooled: np.ndarray) -> tuple[float, float, float, float, float]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         median, lo, hi = np.quantile(pooled, [0.5, 0.025, 0.975])
-        mean = float(np.mean(pooled))
-        sd = float(np.std(pooled, ddof=1)) if pooled.size > 1 else _NAN
+        mean = _mean(pooled)
+        sd = _sd(pooled) if pooled.size > 1 else _NAN
     return float(median), float(lo), float(hi), mean, sd
 
 
