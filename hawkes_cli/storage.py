@@ -465,8 +465,10 @@ def _check_record_integrity(data: Mapping[str, Any], side: Path) -> None:
             "after hawkes wrote it; restore it from a backup, or start over with --overwrite"
         )
     last = data.get("last_iteration")
-    if not isinstance(data.get("draws_sha256"), str) or not (
-        last is None or (isinstance(last, int) and not isinstance(last, bool))
+    if (
+        not isinstance(data.get("draws_sha256"), str)
+        or "last_iteration" not in data
+        or not (last is None or (isinstance(last, int) and not isinstance(last, bool)))
     ):
         raise StorageError(f"checkpoint {side}: its draws fingerprint is malformed")
 

@@ -173,10 +173,16 @@ class Fixture:
 # --------------------------------------------------------------------------- damage
 
 
-def _edit_record(path: Path, edit) -> None:
+def _edit_record(path: Path, edit, resign: bool = False) -> None:
+    """Edit the commit record; ``resign``: make its checksum fit (a record that is
+    self-consistent but wrong, as a bug or a swap could leave, reaching the deeper checks)."""
+    from hawkes_cli.storage import _record_digest
+
     side = sidecar_path(path)
     record = json.loads(side.read_text())
     edit(record)
+    if resign and isinstance(record, dict):
+        record["record_sha256"] = _record_digest(record)
     side.write_text(json.dumps(record))
 
 
@@ -185,6 +191,8 @@ def damage(fx: Fixture, kind: str, rng: np.random.Generator) -> str:
     rd = RunDir(fx.run_dir)
     k = int(rng.integers(2))
     path = rd.chain_path(k)
+    resign = bool(rng.integers(2))
+    edit_record = functools.partial(_edit_record, resign=resign)
     if kind == "truncate":
         size = path.stat().st_size
         at = int(rng.choice([size // 2, 4096, int(rng.integers(0, size))]))
@@ -199,33 +207,33 @@ def damage(fx: Fixture, kind: str, rng: np.random.Generator) -> str:
         return f"chain {k}: {n} bytes flipped at {at}"
     if kind == "record_draws":
         delta = int(rng.choice([-1, -7, 3, 40, -1000]))
-        _edit_record(path, lambda r: r.__setitem__("draws", r["draws"] + delta))
-        return f"chain {k}: record draws {delta:+d}"
+        edit_record(path, lambda r: r.__setitem__("draws", r["draws"] + delta))
+        return f"chain {k}: record draws {delta:+d}" + " (re-signed)" * resign
     if kind == "ckpt_iteration":
         delta = int(rng.choice([-7, -2, 4, 100, -1000]))
-        _edit_record(
+        edit_record(
             path,
             lambda r: r["checkpoint"].__setitem__(
                 "iteration", r["checkpoint"]["iteration"] + delta
             ),
         )
-        return f"chain {k}: checkpoint iteration {delta:+d}"
+        return f"chain {k}: checkpoint iteration {delta:+d}" + " (re-signed)" * resign
     if kind == "ckpt_number":
         key = str(rng.choice(["loglik", "logprior"]))
         value = rng.choice([float("nan"), float("inf"), "x", 1.5])
-        _edit_record(path, lambda r: r["checkpoint"].__setitem__(key, value))
-        return f"chain {k}: checkpoint {key} = {value!r}"
+        edit_record(path, lambda r: r["checkpoint"].__setitem__(key, value))
+        return f"chain {k}: checkpoint {key} = {value!r}" + " (re-signed)" * resign
     if kind == "ckpt_finished":
-        _edit_record(path, lambda r: r["checkpoint"].__setitem__("finished", True))
-        return f"chain {k}: checkpoint finished = true"
+        edit_record(path, lambda r: r["checkpoint"].__setitem__("finished", True))
+        return f"chain {k}: checkpoint finished = true" + " (re-signed)" * resign
     if kind == "delete_member":
         record = json.loads(sidecar_path(path).read_text())
         keys = [("record", key) for key in record] + [
             ("checkpoint", key) for key in record.get("checkpoint") or {}
         ]
         where, key = keys[int(rng.integers(len(keys)))]
-        _edit_record(path, lambda r: (r if where == "record" else r["checkpoint"]).pop(key))
-        return f"chain {k}: {where} member {key!r} deleted"
+        edit_record(path, lambda r: (r if where == "record" else r["checkpoint"]).pop(key))
+        return f"chain {k}: {where} member {key!r} deleted" + " (re-signed)" * resign
     if kind == "garbage_member":
         key, value = [
             ("rng", {"bit_generator": "PCG64", "state": 5}),
@@ -236,10 +244,10 @@ def damage(fx: Fixture, kind: str, rng: np.random.Generator) -> str:
             ("checkpoint", []),
         ][int(rng.integers(6))]
         if key == "checkpoint":
-            _edit_record(path, lambda r: r.__setitem__("checkpoint", value))
+            edit_record(path, lambda r: r.__setitem__("checkpoint", value))
         else:
-            _edit_record(path, lambda r: r["checkpoint"].__setitem__(key, value))
-        return f"chain {k}: {key} = {value!r}"
+            edit_record(path, lambda r: r["checkpoint"].__setitem__(key, value))
+        return f"chain {k}: {key} = {value!r}" + " (re-signed)" * resign
     if kind == "delete_sidecar":
         sidecar_path(path).unlink()
         return f"chain {k}: checkpoint deleted"
