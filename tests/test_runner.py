@@ -388,3 +388,22 @@ def test_sigusr1_stops_a_chain_on_pocl(tmp_path, events):
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 75, err
     assert not read_sidecar(target)["checkpoint"]["finished"]
+
+
+def test_stop_flag_stops_when_the_launcher_is_gone(monkeypatch):
+    """The fallback to PR_SET_PDEATHSIG: a chain of `local` whose parent is no longer the
+    launcher (reparented after the launcher died) stops at the next boundary."""
+    from hawkes_cli.runner import LAUNCHER_PID_ENV
+
+    saved = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP,
+                                              signal.SIGUSR1)}  # fmt: skip
+    monkeypatch.setenv(LAUNCHER_PID_ENV, str(os.getppid()))
+    stop = StopFlag()
+    try:
+        stop.install()
+        assert not stop and signal.getsignal(signal.SIGHUP) == stop.set
+        monkeypatch.setattr(os, "getppid", lambda: 1)
+        assert stop and stop.signum == signal.SIGHUP
+    finally:
+        for s, handler in saved.items():
+            signal.signal(s, handler)
