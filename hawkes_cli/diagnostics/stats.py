@@ -14,7 +14,9 @@ line below and checked against values computed by R in ``tests/golden/``
 - Geyer's truncation: R stops the initial positive sequence at lag ``n - 5`` of the split
   length ``n``, arviz two lags later for odd ``n``.
 
-Medians, intervals, means and sds are numpy's. Every array is ``(chain, draw)``.
+arviz-stats 0.8.0 (arviz 1.0's statistics) keeps the last two departures, so the port stays
+until a release agrees. Medians, intervals, means and sds are numpy's. Every array is
+``(chain, draw)``.
 """
 
 from __future__ import annotations
