@@ -3,11 +3,12 @@
 This is the engine of ``hawkes-diagnose`` (DESIGN sections 4, 5 and 9). It reads every chain
 file of a run directory (found by :class:`hawkes_cli.rundir.RunDir`), finished or still being
 written (only committed draws, through :func:`hawkes_cli.storage.read_chain`), drops the
-burn-in, optionally thins, and computes per parameter with arviz:
+burn-in, optionally thins, and computes per parameter, as R's ``posterior`` package does (the
+reference implementation; :mod:`.stats` is a checked port):
 
-- rank-normalised split R-hat (``az.rhat(..., method="rank")``),
-- bulk and tail ESS (``az.ess(..., method="bulk" / "tail")``),
-- the Monte Carlo standard error of the mean (``az.mcse(..., method="mean")``),
+- rank-normalised split R-hat (``posterior::rhat``),
+- bulk and tail ESS (``ess_bulk``, ``ess_tail``),
+- the Monte Carlo standard error of the mean (``mcse_mean``),
 - posterior median, equal-tailed 95% interval (2.5% and 97.5% quantiles), mean and sd;
 
 plus derived quantities: ``xi0/(xi0+mu0)``, ``tau_t`` and ``sigma_t`` in weeks (when times are in
@@ -24,7 +25,7 @@ Modules, each importing only those above it:
 - :mod:`.records` -- the frozen records: rows, verdicts, chains, counties, draws, the report;
 - :mod:`.derived` -- units, ``xi0/(xi0+mu0)``, weeks, county lengthscales in miles;
 - :mod:`.read` -- chain files, burn-in/thinning, same-config check, the run's config and events;
-- :mod:`.stats` -- R-hat, ESS, MCSE (arviz) and summaries, pure functions over arrays;
+- :mod:`.stats` -- R-hat, ESS, MCSE (R's posterior) and summaries, pure functions over arrays;
 - :mod:`.verdicts` -- thresholds, chain and row verdicts, :func:`exit_code`;
 - :mod:`.api` -- :func:`load_draws` and :func:`diagnose`;
 - :mod:`.render` -- :func:`format_table`;
