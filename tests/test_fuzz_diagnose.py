@@ -222,7 +222,11 @@ def _nonfinite(value: float, where: int) -> Callable[[Path], Built]:
 
 
 def _constant_chains(tmp: Path) -> Built:
-    chains = [{p: np.full(WARMUP + 100, v) for p, v in iid_values(_rng("c"), 1).items()}] * 3
+    """Three chains that never move, each at its own values (not copies of each other)."""
+    rng = _rng("c")
+    chains = [
+        {p: np.full(WARMUP + 100, v) for p, v in iid_values(rng, 1).items()} for _ in range(3)
+    ]
     return [_run(tmp, chains), "--json"], expect_stats(chains, fails={"stuck"})
 
 
@@ -247,12 +251,22 @@ def _lengths(tmp: Path) -> Built:
     return [_run(tmp, chains), "--json"], expect_stats(chains, warns={"short"})
 
 
-def _missing_parameter(tmp: Path) -> Built:
-    run_dir = _run(tmp, _fine(name="missing"))
-    path = run_dir / "chains" / "chain-01.h5"
-    with h5py.File(path, "r+") as f:
-        names = [n for n in f.attrs["param_names"] if n != "sigma_t"]
-        f.attrs["param_names"] = np.array(names, dtype=h5py.string_dtype())
+def _param_names(value: str) -> Callable[[Path], Built]:
+    """Chain 1's ``param_names`` attribute (JSON text) replaced by ``value``."""
+
+    def build(tmp: Path) -> Built:
+        run_dir = _run(tmp, _fine(name="names"))
+        with h5py.File(run_dir / "chains" / "chain-01.h5", "r+") as f:
+            f.attrs["param_names"] = value
+        return [run_dir, "--json"], None
+
+    return build
+
+
+def _dataset_deleted(tmp: Path) -> Built:
+    run_dir = _run(tmp, _fine(name="deleted"))
+    with h5py.File(run_dir / "chains" / "chain-01.h5", "r+") as f:
+        del f["draws/sigma_t"]
     return [run_dir, "--json"], None
 
 
@@ -292,10 +306,18 @@ def _no_chains_dir(tmp: Path) -> Built:
     return [run_dir], None
 
 
-def _copied_chain(tmp: Path) -> Built:
-    run_dir = _run(tmp, _fine(name="copy"))
-    shutil.copy(run_dir / "chains" / "chain-00.h5", run_dir / "chains" / "chain-07.h5")
-    return [run_dir], None
+def _copied_chain(with_record: bool) -> Callable[[Path], Built]:
+    """chain-00 copied to chain-07 (with its commit record, or the file alone)."""
+
+    def build(tmp: Path) -> Built:
+        run_dir = _run(tmp, _fine(name="copy"))
+        chains = run_dir / "chains"
+        shutil.copy(chains / "chain-00.h5", chains / "chain-07.h5")
+        if with_record:
+            shutil.copy(chains / "chain-00.ckpt.json", chains / "chain-07.ckpt.json")
+        return [run_dir], None
+
+    return build
 
 
 def _run_dir_is_file(tmp: Path) -> Built:
@@ -393,14 +415,21 @@ def _cases() -> list[Case]:
         Case("6 draws", _draws(6)),
         Case("7 draws one chain", _draws(7, k=1)),
         Case("very different lengths", _lengths),
-        Case("missing parameter", _missing_parameter),
+        Case(
+            "a parameter left out of param_names",
+            _param_names('["mu0", "tau_t", "xi0", "sigma_x"]'),
+        ),
+        Case("param_names not JSON", _param_names("[")),
+        Case("param_names empty", _param_names("[]")),
+        Case("a parameter's dataset deleted", _dataset_deleted),
         Case("empty chain file", _empty_file),
         Case("garbage chain file", _garbage_file),
         Case("truncated to half", _truncated(0.5)),
         Case("truncated to 1%", _truncated(0.01)),
         Case("zero chains", _zero_chains),
         Case("no chains folder", _no_chains_dir),
-        Case("copied chain file", _copied_chain),
+        Case("copied chain file and record", _copied_chain(True)),
+        Case("copied chain file alone", _copied_chain(False)),
         Case("run dir is a file", _run_dir_is_file),
         Case("thin 0", _option("--thin", 0)),
         Case("thin -3", _option("--thin", -3)),
