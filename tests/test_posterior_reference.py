@@ -132,3 +132,18 @@ def test_arviz_departs_where_documented():
     assert any(name == "rhat" and length[case] % 2 for case, name in departs)  # fold centre
     # Geyer's truncation: an odd split length (draws // 2)
     assert any(name == "ess_bulk" and (length[case] // 2) % 2 for case, name in departs)
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_quantile7_is_r_quantile(case):
+    """:func:`stats.quantile7` (the tail ESS's quantile) equals R's ``quantile`` (type 7) at
+    2.5%, 50% and 97.5% of the finite draws; at a tied value it returns that value exactly."""
+    x, want = DRAWS[case], REFERENCE["cases"][case]
+    finite = x[np.isfinite(x)]
+    if finite.size == 0:
+        return
+    for prob, key in ((0.025, "q2_5"), (0.5, "median"), (0.975, "q97_5")):
+        got = stats.quantile7(finite, prob)
+        assert got == pytest.approx(want[key], rel=1e-12, abs=1e-300), key
+    q = stats.quantile7(DRAWS["metropolis_full_precision_4x280"], 0.05)
+    assert q in DRAWS["metropolis_full_precision_4x280"]
