@@ -171,7 +171,9 @@ def draws(run_dir: Path, c: int) -> int:
 
 def done(run_dir: Path, chains=range(4)) -> bool:
     finished = all(
-        (read_sidecar(RunDir(run_dir).chain_path(c)) or {}).get("checkpoint", {}).get("finished")
+        ((read_sidecar(RunDir(run_dir).chain_path(c)) or {}).get("checkpoint") or {}).get(
+            "finished"
+        )
         for c in chains
     )
     return finished and not slurm.active_jobs(run_dir)
