@@ -13,6 +13,7 @@ import csv
 import io
 import json
 import math
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -467,6 +468,22 @@ def test_one_chain_warns_that_rhat_needs_two(tmp_path):
     assert math.isnan(report.row("mu0").rhat)
     assert report.row("mu0").ess_bulk > 400
     assert not [v for v in report.verdicts if v.code == "rhat" and v.level == "fail"]
+
+
+def test_chains_stuck_apart_read_plainly(tmp_path):
+    """Chains that never move, each at its own values: R-hat is astronomically large (R's
+    posterior gives ~1e15 too) and the tail ESS is undefined; the messages say so without
+    sixteen-digit numbers or "nan"."""
+    rng = np.random.default_rng(15)
+    chains = [{p: np.full(WARMUP + 60, v) for p, v in iid_values(rng, 1).items()} for _ in range(3)]
+    report = diagnose(make_run(tmp_path, chains))
+    assert report.row("mu0").rhat > 1e10
+    assert math.isnan(report.row("mu0").ess_tail)
+    rhat = next(v.message for v in report.verdicts if v.code == "rhat" and v.parameter == "mu0")
+    ess = next(v.message for v in report.verdicts if v.code == "ess" and v.parameter == "mu0")
+    assert re.search(r"R-hat of mu0 is \d\.\d\de\+\d\d > 1\.05", rhat), rhat
+    assert "tail ESS not computable" in ess and re.search(r"bulk ESS \d+ < 400", ess), ess
+    assert "nan" not in ess
 
 
 def test_too_few_draws_fail(tmp_path):

@@ -1,9 +1,10 @@
 """hawkes-diagnose's R-hat, ESS, MCSE and summaries against R's ``posterior`` (the reference
 implementation of rank-normalised R-hat and ESS), to 1e-6 relative in every case.
 
-The draws are ``tests/golden/posterior_draws.csv.gz`` (51 seeded cases: iid, AR(1) up to 0.99,
+The draws are ``tests/golden/posterior_draws.csv.gz`` (53 seeded cases: iid, AR(1) up to 0.99,
 antithetic, random-walk Metropolis with ties at the 5%/95% quantiles, rounded draws, odd and
-even lengths, 1..8 chains, one chain, 1..9 draws, constant chains, a tiny scale, inf and NaN);
+even lengths, 1..8 chains, one chain, 1..9 draws, constant chains, chains stuck apart, a tiny
+scale, inf and NaN);
 R's values are ``tests/golden/posterior_reference.json``, computed by posterior 1.4.0 (R 4.2.2).
 No R is needed here. To regenerate both files:
 
@@ -13,7 +14,10 @@ No R is needed here. To regenerate both files:
 
 Tolerance: 1e-6 relative is the issue's requirement. The port follows R's arithmetic step by
 step, so the differences that remain are rounding (R's long-double sums, its qnorm and FFT):
-observed below 1e-12 relative. Where R gives NA we give NaN.
+observed below 1e-14 relative. Where R gives NA we give NaN. One exception: chains stuck at
+different values, whose within-chain variance is 0 in exact arithmetic; there R-hat is an O(1)
+number over rounding noise on both sides (R: 1.1e15, here 1.3e16), so both are checked to be
+huge (> 1e10), not equal.
 
 Where arviz 0.22 departs from R (so the old comparisons with arviz were replaced by these): the
 tail ESS when draws tie at the quantile, the folded R-hat's centre for odd lengths, and Geyer's
@@ -34,6 +38,7 @@ from hawkes_cli.diagnostics import stats
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 REL = 1e-6
+HUGE_RHAT = 1e10
 
 
 def _load_draws() -> dict[str, np.ndarray]:
@@ -56,7 +61,7 @@ def _agree(got: float, want: float | None) -> bool:
 
 def test_the_reference_covers_the_stored_draws():
     assert REFERENCE["posterior_version"] == "1.4.0"
-    assert set(DRAWS) == set(REFERENCE["cases"]) and len(CASES) == 51
+    assert set(DRAWS) == set(REFERENCE["cases"]) and len(CASES) == 53
     for name, case in REFERENCE["cases"].items():
         assert DRAWS[name].shape == (case["chains"], case["draws"])
     # what the cases are there for: ties at a tail quantile, odd lengths, NA cases
@@ -70,7 +75,12 @@ def test_the_reference_covers_the_stored_draws():
 @pytest.mark.parametrize("case", CASES)
 def test_statistics_equal_r_posterior(case):
     """rhat, ess_bulk, ess_tail, ess_mean, mcse_mean of stats equal R's to 1e-6 relative."""
-    x, want = DRAWS[case], REFERENCE["cases"][case]
+    x, want = DRAWS[case], dict(REFERENCE["cases"][case])
+    if want["rhat"] is not None and want["rhat"] > HUGE_RHAT:
+        # chains stuck apart: the within-chain variance is 0 in exact arithmetic, and R's and
+        # our R-hat are an O(1) variance over rounding noise; both must be huge, not equal
+        assert stats.rhat(x) > HUGE_RHAT
+        want["rhat"] = stats.rhat(x)
     got = {
         "rhat": stats.rhat(x),
         "ess_bulk": stats.ess_bulk(x),
@@ -89,6 +99,9 @@ def test_convergence_and_summary_equal_r_posterior(case):
     type-7 quantiles, mean, sd)."""
     x, want = DRAWS[case], REFERENCE["cases"][case]
     rhat, ess_b, ess_t, mcse = stats.convergence(x)
+    if want["rhat"] is not None and want["rhat"] > HUGE_RHAT:  # see the test above
+        assert rhat > HUGE_RHAT
+        want = {**want, "rhat": rhat}
     if np.isinf(x).any():
         assert want["rhat"] is not None  # R ranks an infinite draw ...
         assert all(math.isnan(v) for v in (rhat, ess_b, ess_t, mcse))  # ... the report does not

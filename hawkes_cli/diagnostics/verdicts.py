@@ -178,17 +178,31 @@ def chain_verdicts(chains: Sequence[ChainRead], draws: Draws) -> list[Verdict]:
 # --------------------------------------------------------------------------- rows
 
 
+def _rhat_text(value: float) -> str:
+    """An R-hat for a message: three decimals, or three digits when chains stuck apart make
+    it astronomically large (an O(1) variance over rounding noise)."""
+    return f"{value:.3f}" if value < 1e6 else f"{value:.3g}"
+
+
+def _ess_text(value: float) -> str:
+    """An ESS below the threshold for a message (NaN: constant or too few draws)."""
+    return f"{value:.0f} < {ESS_WARN:.0f}" if math.isfinite(value) else "not computable"
+
+
 def _rhat(r: SummaryRow, n_chains: int) -> list[Verdict]:
     if math.isnan(r.rhat) and n_chains >= 2:
         return [Verdict("fail", f"R-hat of {r.label} cannot be computed", "rhat", parameter=r.name)]
     if r.rhat > RHAT_FAIL:
         message = (
-            f"R-hat of {r.label} is {r.rhat:.3f} > {RHAT_FAIL}: the chains disagree; run "
+            f"R-hat of {r.label} is {_rhat_text(r.rhat)} > {RHAT_FAIL}: the chains disagree; run "
             "longer or check for a stuck or diverging chain"
         )
         return [Verdict("fail", message, "rhat", parameter=r.name)]
     if r.rhat > RHAT_WARN:
-        message = f"R-hat of {r.label} is {r.rhat:.3f} > {RHAT_WARN}: not yet converged; run longer"
+        message = (
+            f"R-hat of {r.label} is {_rhat_text(r.rhat)} > {RHAT_WARN}: not yet converged; run "
+            "longer"
+        )
         return [Verdict("warn", message, "rhat", parameter=r.name)]
     return []
 
@@ -201,11 +215,8 @@ def _ess(r: SummaryRow) -> list[Verdict]:
     ]
     if not low:
         return []
-    what = ", ".join(f"{kind} ESS {value:.0f}" for kind, value in low)
-    message = (
-        f"{r.label}: {what} < {ESS_WARN:.0f}; its intervals are unreliable: run longer or more "
-        "chains"
-    )
+    what = ", ".join(f"{kind} ESS {_ess_text(value)}" for kind, value in low)
+    message = f"{r.label}: {what}; its intervals are unreliable: run longer or more chains"
     return [Verdict("warn", message, "ess", parameter=r.name)]
 
 

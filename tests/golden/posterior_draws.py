@@ -109,6 +109,9 @@ def cases() -> dict[str, np.ndarray]:
     with_nan = rng.standard_normal((4, 100))
     with_nan[0, 3] = math.nan
     out["with_nan_4x100"] = with_nan
+    # every chain stuck, each at its own value (within-chain variance exactly 0)
+    out["stuck_apart_3x100"] = np.repeat(0.002 * np.exp(0.05 * rng.standard_normal((3, 1))), 100, 1)
+    out["stuck_apart_2x101_odd"] = np.repeat(rng.standard_normal((2, 1)), 101, axis=1)
     return out
 
 
