@@ -286,7 +286,12 @@ def read_csv(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(f))
 
 
-def test_run_gof_writes_every_file(run_dir, tmp_path):
+def test_run_gof_writes_every_file(run_dir, tmp_path, monkeypatch):
+    import h5py
+
+    import hawkes_cli.gof.api as api
+
+    monkeypatch.setattr(api, "HDF5_FROM", 0)  # events.h5 too, as for large N
     run, data = run_dir
     out = tmp_path / "gof"
     summary = run_gof(run, out, GofOptions(draws=5, date="75"))
@@ -300,6 +305,9 @@ def test_run_gof_writes_every_file(run_dir, tmp_path):
     assert [r["fips"] for r in events] == data.fips.tolist()
     p = np.array([float(r["p_triggered"]) for r in events])
     assert np.all((p >= 0) & (p <= 1)) and 0.2 < p.mean() < 0.8
+    with h5py.File(out / "events.h5") as f:
+        np.testing.assert_allclose(f["p_triggered"][:], p, rtol=1e-5)  # CSV keeps 6 digits
+        np.testing.assert_array_equal(f["time"][:], data.time)
     counties = read_csv(out / "counties.csv")
     assert len(counties) == 16
     assert sum(int(r["observed"]) for r in counties) == data.n
@@ -327,3 +335,28 @@ def test_cli_gof_and_errors(run_dir, tmp_path):
                        capture_output=True, text=True, timeout=300)  # fmt: skip
     assert r.returncode != 0 and r.stderr.strip().splitlines()[-1].startswith("error:"), r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_lengthscales_in_miles_for_every_county(tmp_path):
+    import shapely
+
+    from hawkes_cli.counties import load_county_table
+    from hawkes_cli.diagnostics import lengthscale_miles
+    from hawkes_cli.geo import PolygonLayer
+    from hawkes_cli.gof.api import _lengthscales
+
+    keys = np.array(["36061", "06037"])
+    geoms = np.array(
+        [shapely.box(-74.05, 40.68, -73.9, 40.88), shapely.box(-118.9, 33.7, -117.6, 34.8)]
+    )
+    layer = PolygonLayer(keys=keys, geoms=geoms, fields={}, crs="EPSG:4269", path="")
+    sigma = np.array([0.04, 0.05, 0.06])
+    _, path = _lengthscales(tmp_path, layer, 2, sigma, None, np.zeros(0, dtype=np.int64))
+    rows = read_csv(path)
+    table = load_county_table()
+    for row, key, geom in zip(rows, keys, geoms, strict=True):
+        density = float(table.density[table.lookup(np.array([key]))[0]])
+        lat = shapely.centroid(geom).y
+        want = lengthscale_miles(sigma.mean(), 2, lat, density)
+        assert row["fips"] == key
+        assert float(row["miles_mean"]) == pytest.approx(float(want), rel=1e-4)

@@ -472,7 +472,7 @@ def _lengthscales(
         table = load_county_table()
         row = table.lookup(np.asarray(layer.keys).astype("<U5"))
         density = np.where(row >= 0, table.density[np.maximum(row, 0)], np.nan)
-        if data.density is not None:
+        if data is not None and data.density is not None:
             ok = event_poly >= 0
             sums = np.bincount(event_poly[ok], weights=data.density[ok], minlength=k)
             n = np.bincount(event_poly[ok], minlength=k)
