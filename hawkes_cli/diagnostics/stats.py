@@ -31,15 +31,20 @@ from .records import Draws, SummaryRow
 __all__ = [
     "MIN_DRAWS",
     "Convergence",
+    "average_ranks",
     "convergence",
     "ess",
     "ess_bulk",
     "ess_mean",
     "ess_tail",
+    "fold_draws",
     "mcse_mean",
+    "quantile7",
     "rhat",
     "rows",
+    "split_chains",
     "summary",
+    "z_scale",
 ]
 
 MIN_DRAWS = 6
