@@ -360,3 +360,19 @@ def test_lengthscales_in_miles_for_every_county(tmp_path):
         want = lengthscale_miles(sigma.mean(), 2, lat, density)
         assert row["fips"] == key
         assert float(row["miles_mean"]) == pytest.approx(float(want), rel=1e-4)
+
+
+def test_date_option_in_time_units_or_calendar():
+    from hawkes_cli.data import EventData
+    from hawkes_cli.errors import UsageError
+    from hawkes_cli.gof.api import _date_time
+
+    one = np.zeros(1)
+    dated = EventData(time=one, x=one, y=one, attrs={"origin_date": "2020-03-01"})
+    assert _date_time("12.5", dated) == 12.5
+    assert _date_time("2020-04-01", dated) == 31.0  # March has 31 days
+    plain = EventData(time=one, x=one, y=one)
+    with pytest.raises(UsageError, match="origin_date"):
+        _date_time("2020-04-01", plain)
+    with pytest.raises(UsageError, match="neither a number nor an ISO date"):
+        _date_time("April", dated)
