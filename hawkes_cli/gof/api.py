@@ -250,9 +250,10 @@ def run_gof(run_dir: Path, out_dir: Path, opts: GofOptions | None = None) -> dic
     if layer is not None:
         groups["county"] = (layer.keys, event_poly)
     acc = branching.BranchingAccumulator(data.n, groups)
-    for p in picked:
+    for i, p in enumerate(picked):
         B, E = lik.components(p)
         acc.add(branching.p_triggered(B, E, p))
+        log.info("branching probabilities: draw %d of %d done", i + 1, len(picked))
     p_mean, p_sd = acc.mean, acc.sd
     timings["branching"] = clock.perf_counter() - t1
     t1 = clock.perf_counter()
