@@ -799,3 +799,29 @@ __all__ = [
     "load_events",
     "save_events",
 ]
+
+
+def resolve_area(config: Any, data: EventData) -> float:
+    """The study region's area of a run: the config's ``data.area``, else the events file's
+    ``area`` attribute (coordinate units squared).
+
+    Parameters
+    ----------
+    config
+        The run's :class:`~hawkes_cli.config.Config` (its ``data.area`` and ``source``).
+    data
+        The run's events.
+
+    Raises
+    ------
+    ConfigError
+        Neither gives an area.
+    """
+    if config.data.area is not None:
+        return float(config.data.area)
+    if "area" in data.attrs:
+        return float(data.attrs["area"])
+    raise ConfigError(
+        f"{config.source}: data.area is not set and {data.source} has no 'area' attribute; "
+        "set data.area (study-region area in coordinate units squared)"
+    )

@@ -5,7 +5,7 @@ The chains never outlive the launcher. SIGINT, SIGTERM and SIGHUP (the terminal 
 passed on as SIGTERM: the chains commit and exit at their next iteration boundary; a second
 signal kills them (their last commit stays). If the launcher dies without a word (SIGKILL),
 each chain gets SIGTERM from the kernel (``PR_SET_PDEATHSIG``, Linux) and, as a fallback, sees
-its parent change (:data:`~hawkes_cli.runner.LAUNCHER_PID_ENV`).
+its parent change (:data:`~hawkes_cli.vocab.LAUNCHER_PID_ENV`).
 """
 
 from __future__ import annotations
@@ -26,8 +26,7 @@ from pathlib import Path
 from .config import Config
 from .errors import HawkesError, ParallelError
 from .rundir import RunDir
-from .runner import LAUNCHER_PID_ENV
-from .vocab import EXIT_STOPPED
+from .vocab import EXIT_STOPPED, LAUNCHER_PID_ENV
 
 log = logging.getLogger(__name__)
 

@@ -64,7 +64,7 @@ from typing import Any
 import numpy as np
 
 from .config import Config
-from .data import EventData, load_events
+from .data import EventData, load_events, resolve_area
 from .distributed import ChainRank, DistributedLikelihood, serve
 from .engine import Likelihood, make_likelihood
 from .errors import ConfigError, StorageError, UsageError
@@ -76,7 +76,7 @@ from .sampler import Sampler, SamplerState, StepInfo, make_sampler
 from .shared_start import SharedStart, shared_start, start_key
 from .start import StartResult, find_start, overdispersed_starts
 from .storage import DRAW_FIELDS, ChainMeta, ChainWriter, sidecar_path
-from .vocab import PARAM_NAMES
+from .vocab import LAUNCHER_PID_ENV, PARAM_NAMES
 
 log = logging.getLogger(__name__)
 
@@ -92,9 +92,6 @@ __all__ = [
     "subsample_events",
 ]
 
-#: Set by ``hawkes-run local`` to its pid in each chain's environment: the chain stops (commits
-#: and exits) when its parent is no longer that process.
-LAUNCHER_PID_ENV = "HAWKES_LAUNCHER_PID"
 INIT_JITTER = 0.3  # sd of each chain's random start around the initial values, log scale
 PROGRESS_SECONDS = 2.0
 #: Data whose events outnumber their distinct times this many times over are on a day lattice
@@ -164,18 +161,6 @@ class ChainOutcome:
     @property
     def finished(self) -> bool:
         return self.iteration >= self.iterations
-
-
-def resolve_area(config: Config, data: EventData) -> float:
-    """``data.area`` from the config, else the events file's ``area`` attribute."""
-    if config.data.area is not None:
-        return float(config.data.area)
-    if "area" in data.attrs:
-        return float(data.attrs["area"])
-    raise ConfigError(
-        f"{config.source}: data.area is not set and {data.source} has no 'area' attribute; "
-        "set data.area (study-region area in coordinate units squared)"
-    )
 
 
 def default_initial(data: EventData, area: float) -> dict[str, float]:

@@ -39,6 +39,10 @@ DEFAULT_BACKGROUND = BACKGROUNDS[0]
 DEFAULT_TOLERANCE = 1e-6
 EXACT_TOLERANCE = 0.0
 
+#: Set by ``hawkes-run local`` to its pid in each chain's environment: the chain stops (commits
+#: and exits) when its parent is no longer that process.
+LAUNCHER_PID_ENV = "HAWKES_LAUNCHER_PID"
+
 #: Exit code of a chain (or launcher) that stopped on request after committing its draws
 #: (SIGTERM, SIGINT, SIGUSR1): EX_TEMPFAIL, "run again to resume".
 EXIT_STOPPED = 75

@@ -393,7 +393,7 @@ def test_sigusr1_stops_a_chain_on_pocl(tmp_path, events):
 def test_stop_flag_stops_when_the_launcher_is_gone(monkeypatch):
     """The fallback to PR_SET_PDEATHSIG: a chain of `local` whose parent is no longer the
     launcher (reparented after the launcher died) stops at the next boundary."""
-    from hawkes_cli.runner import LAUNCHER_PID_ENV
+    from hawkes_cli.vocab import LAUNCHER_PID_ENV
 
     saved = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP,
                                               signal.SIGUSR1)}  # fmt: skip

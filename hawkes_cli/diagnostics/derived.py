@@ -42,7 +42,10 @@ DAYS_PER_WEEK = 7.0
 
 _DAY_UNITS = frozenset({"d", "day", "days"})
 _WEEK_UNITS = frozenset({"w", "week", "weeks"})
-_LONLAT_CRS = frozenset({"lonlat", "latlon", "epsg:4326", "4326", "wgs84", "crs84", "ogc:crs84"})
+_LONLAT_CRS = frozenset(
+    {"lonlat", "latlon", "epsg:4326", "4326", "wgs84", "crs84", "ogc:crs84"}
+    | {"epsg:4269", "4269", "nad83"}  # NAD83 lon/lat: the Census county polygons' system
+)
 
 Arrays = tuple[np.ndarray, ...]
 """One array per used chain."""
@@ -213,10 +216,10 @@ def parameters(
             if bad.size:
                 j = int(bad[0])
                 raise StorageError(
-                    f"{name} = {chain[j]!r} at retained draw {j} of chain file #{i + 1} read "
-                    f"({bad.size} such draw(s)): model parameters are finite and > 0, so the "
-                    "file is damaged or was not written by hawkes-run; remove it or run that "
-                    "chain again"
+                    f"{name} = {float(chain[j])!r} at retained draw {j} of chain file "
+                    f"#{i + 1} read ({bad.size} such draw(s)): model parameters are finite "
+                    "and > 0, so the file is damaged or was not written by hawkes-run; remove it "
+                    "or run that chain again"
                 )
     unit_t = time_unit_name(time_unit)
     unit_x = "degrees" if is_lonlat(crs) else "coord units"

@@ -61,8 +61,9 @@ class SummaryRow:
         From all retained finite draws of all chains (quantiles: numpy's default linear method;
         sd with ``ddof=1``).
     rhat, ess_bulk, ess_tail, mcse_mean
-        arviz's rank-normalised split R-hat, bulk ESS, tail ESS and MCSE of the mean, on the
-        common prefix of the chains; NaN when they cannot be computed.
+        The rank-normalised split R-hat, bulk ESS, tail ESS and MCSE of the mean of R's
+        ``posterior`` package (:mod:`~hawkes_cli.diagnostics.stats`), on the common prefix of
+        the chains; NaN when they cannot be computed.
     checked
         Whether verdicts look at this row (parameters and ``xi0/(xi0+mu0)``; unit conversions of
         a parameter have its R-hat and ESS and are not checked twice).

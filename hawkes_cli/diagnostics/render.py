@@ -33,6 +33,8 @@ def _num(x: float | None, spec: str = ".4g") -> str:
         return "nan"
     if math.isinf(x):
         return "inf" if x > 0 else "-inf"
+    if abs(x) >= 1e6:  # an R-hat of chains stuck apart, not a 17-digit number
+        return format(x, ".3g")
     return format(x, spec)
 
 

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from .. import atomic
-from ..errors import ConfigError, UsageError
+from ..errors import UsageError
 from ..model import Params
 from ..vocab import PARAM_NAMES
 
@@ -45,8 +45,6 @@ DEFAULT_DRAWS = 20
 HDF5_FROM = 200_000
 #: Pixels along the longer side of the intensity map.
 MAP_PIXELS = 900
-#: Spellings of NAD83 lon/lat (the Census polygons' system), lon/lat degrees too.
-NAD83 = frozenset({"epsg:4269", "4269", "nad83"})
 #: Days per week (the weekly shares, for data in days).
 DAYS_PER_WEEK = 7.0
 
@@ -98,18 +96,6 @@ def _pick_draws(run_dir: Path, opts: GofOptions) -> tuple[list[Params], Params, 
     picked = [Params(**{n: float(pooled[n][i]) for n in PARAM_NAMES}) for i in idx]
     mean = Params(**{n: float(np.mean(pooled[n])) for n in PARAM_NAMES})
     return picked, mean, pooled
-
-
-def _area(config: Any, data: Any) -> float:
-    """``data.area`` of the config, else the events file's ``area`` attribute (as the run)."""
-    if config.data.area is not None:
-        return float(config.data.area)
-    if "area" in data.attrs:
-        return float(data.attrs["area"])
-    raise ConfigError(
-        f"{config.source}: data.area is not set and {data.source} has no 'area' attribute; "
-        "set data.area (study-region area in coordinate units squared)"
-    )
 
 
 def _likelihood(config: Any, data: Any, area: float) -> Any:
@@ -206,7 +192,7 @@ def run_gof(run_dir: Path, out_dir: Path, opts: GofOptions | None = None) -> dic
     UsageError, ConfigError, EventsError, StorageError
         Not a run directory, no draws, unreadable events or polygons, a bad option.
     """
-    from ..data import load_events
+    from ..data import load_events, resolve_area
     from ..diagnostics import derived
     from ..rundir import RunDir
     from . import branching, counties, figures, residuals
@@ -223,9 +209,9 @@ def run_gof(run_dir: Path, out_dir: Path, opts: GofOptions | None = None) -> dic
     model = config.model.kind
     picked, mean_p, pooled = _pick_draws(run_dir, opts)
     data = load_events(config.data.events, need_density=model == 2)
-    area = _area(config, data)
+    area = resolve_area(config, data)
     crs = str(data.attrs.get("crs", ""))
-    lonlat = derived.is_lonlat(crs) or crs.lower() in NAD83
+    lonlat = derived.is_lonlat(crs)
     unit = str(data.attrs.get("time_unit", "day"))
     timings["read"] = clock.perf_counter() - t0
     written: list[Path] = []
