@@ -232,16 +232,8 @@ def build_chain(config: Config, chain_id: int, comm: Comm, stop: StopFlag) -> Ch
     initial = default_initial(data, area)
     if not sc.fast_start:
         initial |= dict(sc.initial)
-    engine_options: dict[str, Any] = dict(
-        model=model,
-        area=area,
-        engine=config.engine.backend,
-        precision=config.engine.precision,
+    engine_options: dict[str, Any] = config.likelihood_options(area) | dict(
         comm=comm,
-        device=config.engine.device,
-        window_end=config.data.window_end,
-        tolerance=config.engine.tolerance,
-        background=config.engine.background,
         # the truncated trigger's uneven row work is balanced at the initial lengthscales
         balance=(initial["sigma_x"], initial["sigma_t"]),
     )

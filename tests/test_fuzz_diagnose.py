@@ -20,15 +20,11 @@ unexplained result). ``python -m tests.test_fuzz_diagnose`` prints the counts.
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import math
 import os
 import shutil
-import signal
 import sys
-import traceback
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -41,6 +37,7 @@ import pytest
 from hawkes_cli.cli import diagnose_main
 from hawkes_cli.diagnostics import stats
 from hawkes_cli.vocab import PARAM_NAMES
+from tests.fuzz import Outcome, classify, invoke_entry
 from tests.test_diagnostics import WARMUP, iid_values, make_config, write_chain
 
 SEED = 20261124
@@ -48,68 +45,9 @@ ALARM_S = 60
 
 
 # --------------------------------------------------------------------------- running it
-@dataclass
-class Outcome:
-    """What one ``hawkes-diagnose`` run did."""
-
-    code: int | None
-    out: str
-    err: str
-    escaped: str = ""
-    hung: bool = False
-
-
-class _Hang(BaseException):
-    """Raised by the alarm; a BaseException so no ``except Exception`` swallows it."""
-
-
 def invoke(*args: object, seconds: int = ALARM_S) -> Outcome:
     """Run ``hawkes-diagnose args`` in this process as the console script does; never raises."""
-    out, err = io.StringIO(), io.StringIO()
-
-    def alarm(signum, frame):
-        raise _Hang
-
-    old = signal.signal(signal.SIGALRM, alarm)
-    signal.alarm(seconds)
-    saved_argv = sys.argv
-    sys.argv = ["hawkes-diagnose", *(str(a) for a in args)]
-    code: int | None = 0
-    escaped, hung = "", False
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            try:
-                diagnose_main()
-            except SystemExit as exc:
-                code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    except _Hang:
-        hung, code = True, None
-    except BaseException:
-        escaped, code = traceback.format_exc(), None
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
-        sys.argv = saved_argv
-    return Outcome(code, out.getvalue(), err.getvalue(), escaped, hung)
-
-
-def classify(o: Outcome, check_ok: Callable[[Outcome], str] | None) -> tuple[str, str]:
-    """``(kind, why)``: kind is clean, ok, traceback, hang or silent."""
-    if o.hung:
-        return "hang", "no answer before the alarm"
-    if o.escaped:
-        return "traceback", o.escaped.strip().splitlines()[-1]
-    if "Traceback" in o.err:
-        return "traceback", o.err.strip().splitlines()[-1]
-    if o.code != 0:
-        lines = [line for line in o.err.splitlines() if line.strip()]
-        if len(lines) == 1 and lines[0].startswith("error: "):
-            return "clean", lines[0]
-        return "silent", f"exit {o.code} without one error line: {o.err[-300:]!r}"
-    if check_ok is None:
-        return "silent", f"exit 0 where an error was expected: {o.out[-300:]!r}"
-    problem = check_ok(o)
-    return ("silent", problem) if problem else ("ok", "")
+    return invoke_entry(diagnose_main, ["hawkes-diagnose", *args], seconds)
 
 
 Built = tuple[list[object], Callable[[Outcome], str] | None]

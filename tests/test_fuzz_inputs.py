@@ -17,14 +17,10 @@ prints the counts per family.
 
 from __future__ import annotations
 
-import contextlib
-import io
 import math
 import os
 import random
-import signal
 import sys
-import traceback
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -38,75 +34,16 @@ import yaml
 from hawkes_cli.cli import prep_main, run_main
 from hawkes_cli.data import EventData, save_events
 from tests.conftest import HAVE_OPENCL
+from tests.fuzz import Outcome, classify, invoke_entry
 
 SEED = 20261123
 PROGRAMS: dict[str, Callable[[], None]] = {"hawkes-run": run_main, "hawkes-prep": prep_main}
 
 
 # --------------------------------------------------------------------------- running a command
-@dataclass
-class Outcome:
-    """What one command run did."""
-
-    code: int | None
-    out: str
-    err: str
-    escaped: str = ""  # the traceback of an exception that escaped the entry point
-    hung: bool = False
-
-
-class _Hang(BaseException):
-    """Raised by the alarm; a BaseException so no ``except Exception`` in the code swallows it."""
-
-
 def invoke(program: str, *args: object, seconds: int = 60) -> Outcome:
     """Run ``program args`` in this process as the console script does; never raises."""
-    out, err = io.StringIO(), io.StringIO()
-    argv = [program, *(str(a) for a in args)]
-
-    def alarm(signum, frame):
-        raise _Hang
-
-    old = signal.signal(signal.SIGALRM, alarm)
-    signal.alarm(seconds)
-    saved_argv = sys.argv
-    sys.argv = argv
-    code: int | None = 0
-    escaped, hung = "", False
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            try:
-                PROGRAMS[program]()
-            except SystemExit as exc:
-                code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    except _Hang:
-        hung, code = True, None
-    except BaseException:
-        escaped, code = traceback.format_exc(), None
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
-        sys.argv = saved_argv
-    return Outcome(code, out.getvalue(), err.getvalue(), escaped, hung)
-
-
-def classify(o: Outcome, check_ok: Callable[[Outcome], str] | None) -> tuple[str, str]:
-    """``(kind, why)``: kind is clean, ok, traceback, hang or silent."""
-    if o.hung:
-        return "hang", "no answer before the alarm"
-    if o.escaped:
-        return "traceback", o.escaped.strip().splitlines()[-1]
-    if "Traceback" in o.err:
-        return "traceback", o.err.strip().splitlines()[-1]
-    if o.code != 0:
-        lines = [line for line in o.err.splitlines() if line.strip()]
-        if len(lines) == 1 and lines[0].startswith("error: "):
-            return "clean", lines[0]
-        return "silent", f"exit {o.code} without one error line: {o.err[-300:]!r}"
-    if check_ok is None:
-        return "silent", f"exit 0 where an error was expected: {o.out[-300:]!r}"
-    problem = check_ok(o)
-    return ("silent", problem) if problem else ("ok", "")
+    return invoke_entry(PROGRAMS[program], [program, *args], seconds)
 
 
 @dataclass

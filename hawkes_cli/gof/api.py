@@ -102,17 +102,7 @@ def _likelihood(config: Any, data: Any, area: float) -> Any:
     """The chain's likelihood (serial), with the run's engine settings."""
     from ..engine import make_likelihood
 
-    return make_likelihood(
-        data,
-        model=config.model.kind,
-        area=area,
-        engine=config.engine.backend,
-        precision=config.engine.precision,
-        device=config.engine.device,
-        window_end=config.data.window_end,
-        tolerance=config.engine.tolerance,
-        background=config.engine.background,
-    )
+    return make_likelihood(data, **config.likelihood_options(area))
 
 
 def _polygons(opts: GofOptions, config: Any, lonlat: bool) -> Any | None:
