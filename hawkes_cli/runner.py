@@ -826,7 +826,7 @@ class _Progress:
         )
         self.run_dir.write_progress(record)
         log.info(
-            "chain %d: %d/%d  %.1f it/s  acc %.2f  loglik %.6g",
+            "chain %d: %d/%d  %.3g it/s  acc %.2f  loglik %.6g",
             self.chain_id,
             self.it,
             self.iterations,
