@@ -337,10 +337,17 @@ class RunDir:
         Raises
         ------
         StorageError
-            The directory holds a run of a different config (and not ``overwrite``).
+            The directory holds a run of a different config (and not ``overwrite``), or it
+            cannot be created.
         """
-        self.chains_dir.mkdir(parents=True, exist_ok=True)
-        self.logs_dir.mkdir(exist_ok=True)
+        try:
+            self.chains_dir.mkdir(parents=True, exist_ok=True)
+            self.logs_dir.mkdir(exist_ok=True)
+        except OSError as exc:
+            raise StorageError(
+                f"cannot create the run directory {self.root} ({exc.strerror or exc}); choose "
+                "another output.run_dir"
+            ) from None
         target = self.config_path
         if target.exists() and not overwrite:
             old = self.load_config()

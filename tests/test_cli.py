@@ -406,3 +406,24 @@ def test_loglik_tolerance_reports_path_and_bound(sim):
         exact["loglik"]
     )
     assert fast["error_bound"] <= 1e-6 * abs(fast["loglik"])
+
+
+def test_an_unmapped_os_error_is_one_line_naming_the_file(capsys, monkeypatch):
+    """The edge's safety net: an OSError no module turned into a HawkesError (a full disk, a
+    permission) is one ``error:`` line with the file's name and exit 1, no traceback."""
+    import click
+
+    from hawkes_cli.cli.options import run_guarded
+
+    @click.command()
+    def failing() -> None:
+        raise PermissionError(13, "Permission denied", "/data/chains/chain-00.h5")
+
+    monkeypatch.setattr(sys, "argv", ["hawkes-run"])
+    with pytest.raises(SystemExit) as exc:
+        run_guarded(failing)()
+    assert exc.value.code == 1
+    err = capsys.readouterr().err
+    assert err.splitlines() == [
+        "error: Permission denied: /data/chains/chain-00.h5; check the path and the disk"
+    ]

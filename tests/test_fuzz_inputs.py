@@ -325,6 +325,8 @@ def _config_cases() -> list[Case]:
         Case("configs", "run-dir-is-file", _file_run_dir),
         Case("configs", "run-dir-under-file", _under_file_run_dir),
         Case("configs", "run-dir-unwritable", _unwritable_run_dir, marks=NOT_ROOT),
+        # a place nobody can create a folder in, root included: refused when local creates it
+        Case("configs", "run-dir-in-proc", _cfg(["local"], output__run_dir="/proc/hawkes/run")),
         Case("configs", "prior-bool", _cfg(v, priors__mu0={"gamma": [True, 1.0]})),
         Case("configs", "prior-string", _cfg(v, priors__mu0={"gamma": ["1", 1.0]})),
         Case("configs", "prior-bool-scalar", _cfg(v, priors__tau_t={"exponential": True})),

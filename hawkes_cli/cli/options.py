@@ -84,7 +84,9 @@ def run_guarded(command: click.Command) -> Callable[[], None]:
     callable
         A console-script entry point: a :class:`~hawkes_cli.errors.HawkesError` prints
         ``error[ (rank R)]: message`` on stderr and exits with the error's code; click usage
-        errors exit 2 with click's message; Ctrl-C and aborts exit 130.
+        errors exit 2 with click's message; Ctrl-C and aborts exit 130; an ``OSError`` the
+        code did not map (a full disk, a permission) is one ``error:`` line naming the file,
+        exit 1 (its traceback logged at debug level).
     """
 
     def main() -> None:
@@ -106,6 +108,11 @@ def run_guarded(command: click.Command) -> Callable[[], None]:
         except KeyboardInterrupt:
             click.echo("interrupted", err=True)
             sys.exit(130)
+        except OSError as exc:  # the system refused a file operation: disk, permissions, paths
+            logging.getLogger(__name__).debug("file operation failed", exc_info=True)
+            what = f": {exc.filename}" if exc.filename else ""
+            click.echo(f"error: {exc.strerror or exc}{what}; check the path and the disk", err=True)
+            sys.exit(1)
 
     return main
 
