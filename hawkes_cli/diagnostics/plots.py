@@ -159,10 +159,12 @@ def _posterior(p: _Plotting, Figure: Any) -> Any:
     return fig
 
 
-def _save(fig: Any, path: Path) -> Path:
+def save_png(fig: Any, path: Path, dpi: int = 100) -> Path:
+    """Write the matplotlib figure ``fig`` to ``path`` as PNG, atomically (UsageError if the
+    folder refuses it); returns ``path``."""
     try:
         with atomic.replacing(path) as tmp:
-            fig.savefig(tmp, dpi=100, format="png")
+            fig.savefig(tmp, dpi=dpi, format="png")
     except OSError as exc:
         raise UsageError(f"cannot write {path}: {exc}") from exc
     log.info("wrote %s", path)
@@ -210,5 +212,5 @@ def write_plots(
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for make, filename in figures:
-            written.append(_save(make(p, Figure), out_dir / filename))
+            written.append(save_png(make(p, Figure), out_dir / filename))
     return written

@@ -14,8 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import atomic
-from ..errors import UsageError
+from ..diagnostics.plots import save_png
 
 log = logging.getLogger(__name__)
 
@@ -36,14 +35,8 @@ def _figure(width: float = 8.0, height: float = 5.0) -> Any:
 
 
 def save(fig: Any, path: Path) -> Path:
-    """Write ``fig`` as PNG atomically."""
-    try:
-        with atomic.replacing(path) as tmp:
-            fig.savefig(tmp, dpi=110, format="png")
-    except OSError as exc:
-        raise UsageError(f"cannot write {path}: {exc}") from exc
-    log.info("wrote %s", path)
-    return path
+    """Write ``fig`` as PNG atomically, at the maps' resolution (110 dpi)."""
+    return save_png(fig, path, dpi=110)
 
 
 def qq_plot(tau: np.ndarray, path: Path, title: str) -> Path:
