@@ -500,7 +500,7 @@ def main() -> None:
         default="adapt",
         help="adapt: the cut-off may tighten during the sweep (as in warm-up; the sweep is then\n"
         "repeated so every point shares one kappa); fixed: lik.adapt_cutoff = False after\n"
-        "the timing and the curvature (as after warm-up: bounds above the tolerance are\n"
+        "the timed evaluations at p0 (as after warm-up: bounds above the tolerance are\n"
         "counted, not tightened)",
     )
     ap.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "hawkes-bench")
