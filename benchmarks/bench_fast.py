@@ -38,7 +38,8 @@ under ``--cache`` (default ~/.cache/hawkes-bench), keyed by N, model, precision,
 data, and (sigma_x, sigma_t) or tau_t; the exact timing and the sd of each (N, model, data) are
 cached there too (so every tolerance and every re-run uses the same points and the same exact
 values). ``--no-cache`` ignores and does not write it. Each row says whether its exact values
-came from the cache (the timing is then the cached one, with its date and device).
+came from the cache (the timing is then the cached one, with its date, if it was taken on the
+same OpenCL device; on another device it is measured again).
 
 MCMC iterations per second (block sampler, ``hawkes_cli.runner.run_chain``) at ``--mcmc-n``
 (default 0: skipped) with the exact and the truncated engines.
@@ -278,7 +279,7 @@ def truncated_sweep(lik: Likelihood, data: EventData, pts, max_sweeps: int = 3) 
 
 
 def exact_values(
-    data: EventData, model: int, args, cache: Cache, pts, exact_allowed: bool
+    data: EventData, model: int, args, cache: Cache, pts, exact_allowed: bool, device: str | None
 ) -> dict | None:
     """Exact (float64-finished) host log-likelihoods at every point, from cache or computed
     (with the timing of the first full evaluation at p0); None when neither."""
@@ -288,6 +289,8 @@ def exact_values(
     E = {k: cache.load_array("E", k) for k in lscales}
     B = {t: cache.load_array("B", t) for t in taus}
     timing = cache.load_json("timing", (*lengthscale_key(p0), p0.tau_t))
+    if timing is not None and device is not None and timing.get("device") != device:
+        timing = None  # timed on another device: time it again here
     missing_e = [k for k, v in E.items() if v is None]
     missing_b = [t for t, v in B.items() if v is None]
     need_full = timing is None or B[p0.tau_t] is None or E[lengthscale_key(p0)] is None
@@ -577,7 +580,7 @@ def main() -> None:
                 }
                 del lik
                 if exact is None:
-                    exact = exact_values(data, model, args, cache, pts, n <= args.exact_max)
+                    exact = exact_values(data, model, args, cache, pts, n <= args.exact_max, device)
                 if exact is not None:
                     tm = exact["timing"]
                     exact_ref[model] = (n, tm["seconds"])
