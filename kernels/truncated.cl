@@ -1,26 +1,17 @@
 /*
- * truncated.cl -- trigger pair sums with an error bound (issue 7; DESIGN.md section 2).
+ * truncated.cl -- trigger pair sums with an error bound (issues 7 and 14; DESIGN.md section 2).
  *
  * Compiled after hawkes.cl in the same program (it reuses `real`, `real8`, exp2_neg, BLOCK),
  * one source for float32 and float64 (-DREAL_IS_DOUBLE).
  *
- * Per-row kernel (truncated_model2, model 2; model 1 runs the row-block kernel
- * truncated_blocks further down). Sources are sorted into a multi-level uniform grid (host:
- * hawkes_cli/engine/grid.py, launched from hawkes_cli/engine/truncated.py):
- * level l holds the sources whose cut-off radius R_m = sqrt(2 kappa) s_m is at most the
- * level's cell size h_l; within a level, sources are sorted by cell key, then by event index
- * (i.e. by time). Row n visits, in every level, the 3 x 3 cells around its own cell, and in
- * each cell the sources with t_n - Tc <= t_m and m < lo[n] (two binary searches). Everything
- * it does not visit is one of
- *   (a) a source of a visited cell older than t_n - Tc: bounded by its temporal factor alone,
- *       w_m exp(-(t_n - t_m)/sigma_t) (the spatial factor is <= 1); the kernel sums these
- *       bounds exactly from a per-cell prefix (`pre`, from kernel cell_prefix) -> out_tail;
- *   (b1) a source of the ring of the 5 x 5 cells around the row: at distance > h_l >= R_m, so
- *       its spatial factor is < exp(-kappa); the kernel sums the temporal factors of all
- *       ring sources (m < lo[n]) -> out_ring (exponential prefixes only, else 0);
- *   (b2) any other source: at distance > 2 h_l, spatial factor < exp(-4 kappa); the host
- *       bounds their sum with the all-sources temporal sum S_n.
- * The trigger itself (out_e) uses the same shifted exp2 terms as hawkes.cl.
+ * Sources are sorted into uniform grids, one per *level* (host: hawkes_cli/engine/grid.py,
+ * launched from hawkes_cli/engine/truncated.py). Model 1 has one level; model 2 puts source m
+ * in level l when its density D_m lies in [dlo_l, 4 dlo_l), so that its cut-off radius
+ * R_m = sqrt(2 kappa_l) sigma_x / sqrt(D_m) is at most the level's cell size h_l. Within a level,
+ * sources are sorted by cell key, then by event index (i.e. by time). The row-block kernels
+ * (truncated_blocks for model 1, truncated_blocks2 for model 2; further down) evaluate up to
+ * 16 rows of one cell at a time and bound everything they omit (out_tail, out_ring; the host
+ * adds exp(-2.25 kappa_l)-weighted temporal sums for the sources beyond every level's reach).
  */
 
 /* 2D cell key; iy in [-1, 2^20 + 1] never collides across ix (see grid.py). */
@@ -133,146 +124,19 @@ __kernel void cell_prefix16(__global const double *st, __global const double *sw
     *(__global double16 *)(pre16 + 16 * (cbeg[c + 1] + c)) = acc;
 }
 
-static real8 source8(const int k, const real ti, const real xi, const real yi, const real xil,
-                     const real yil, __global const real *st, __global const real *sx,
-                     __global const real *sy, __global const real *sxl,
-                     __global const real *syl, __global const real *sw, const real kt,
-                     const real kx, const real shift, const int model2)
-{
-    const real8 dt = ti - LOAD8(st, k);
-#if REAL_IS_DOUBLE
-    const real8 dx = xi - LOAD8(sx, k);
-    const real8 dy = yi - LOAD8(sy, k);
-#else
-    const real8 dx = (xi - LOAD8(sx, k)) + (xil - LOAD8(sxl, k));
-    const real8 dy = (yi - LOAD8(sy, k)) + (yil - LOAD8(syl, k));
-#endif
-    const real8 r2 = dx * dx + dy * dy;
-    if (model2) {
-        const real8 wm = LOAD8(sw, k);
-        return wm * exp2_trunc(shift - dt * kt - r2 * (kx * wm));
-    }
-    return exp2_trunc(shift - dt * kt - r2 * kx);
-}
-
-static void truncated_rows(
-    /* targets, by event index */
-    __global const real *t, __global const real *x, __global const real *y,
-    __global const real *xl, __global const real *yl, __global const double *td,
-    __global const double *xd, __global const double *yd, __global const int *lo,
-    /* sources, sorted by (level, cell, index); padded by 8 */
-    __global const real *st, __global const real *sx, __global const real *sy,
-    __global const real *sxl, __global const real *syl, __global const real *sw,
-    __global const double *std, __global const int *sidx, __global const double *pre,
-    /* cells */
-    __global const long *ckey, __global const int *cbeg, __global const int *loff,
-    __global const double *inv_h, const int nlevels, const double x0, const double y0,
-    /* rows and parameters */
-    const int row0, const int nrows, const real kt, const real kx, const real shift,
-    const double tc, const double t0, const double inv_sigma_t, const int exp_mode,
-    const double count_scale, __global double *out_e, __global double *out_tail,
-    __global double *out_ring, const int model2)
-{
-    const int g = get_global_id(0);
-    if (g >= nrows) {
-        return;
-    }
-    const int i = row0 + g;
-    const real ti = t[i], xi = x[i], yi = y[i];
-#if REAL_IS_DOUBLE
-    const real xil = 0, yil = 0;
-#else
-    const real xil = xl[i], yil = yl[i];
-#endif
-    const double tid = td[i], xid = xd[i], yid = yd[i];
-    const double tstart = tid - tc;
-    const int l = lo[i];
-    const real8 lane = (real8)(0, 1, 2, 3, 4, 5, 6, 7);
-    double acc = 0.0, tail = 0.0, ring = 0.0;
-    for (int lev = 0; lev < nlevels; ++lev) {
-        const int ka = loff[lev], kb = loff[lev + 1];
-        if (ka == kb) {
-            continue;
-        }
-        const long cx = (long)floor((xid - x0) * inv_h[lev]);
-        const long cy = (long)floor((yid - y0) * inv_h[lev]);
-        for (long ox = cx - 2; ox <= cx + 2; ++ox) {
-            /* the cells (ox, cy-2..cy+2) are consecutive keys: one search, then walk */
-            const long kx0 = ox * KEY_STRIDE + cy;
-            const int edge_x = (ox == cx - 2) || (ox == cx + 2);
-            int c = lower_bound_long(ckey, ka, kb, kx0 - 2);
-            for (; c < kb && ckey[c] <= kx0 + 2; ++c) {
-                const int cb = cbeg[c], ce = cbeg[c + 1];
-                const int e = lower_bound_int(sidx, cb, ce, l); /* sources m < lo[i] */
-                const long oy = ckey[c] - kx0;
-                if (edge_x || oy == -2 || oy == 2) {
-                    ring += pre[e + c]; /* (b1): ring of the 5 x 5 block, distance > h */
-                    continue;
-                }
-                const int s = lower_bound_time(std, cb, e, tstart); /* t_m >= t_i - Tc */
-                tail += pre[s + c];                                 /* (a): [cb, s) */
-                real8 v = (real8)0;
-                int count = 0;
-                int k = s & ~7; /* aligned chunks; lanes outside [s, e) are masked */
-                if (k < s && k < e) {
-                    const real8 u = source8(k, ti, xi, yi, xil, yil, st, sx, sy, sxl, syl, sw,
-                                            kt, kx, shift, model2);
-                    const real8 pos = lane + (real)(k - s);
-                    v += (pos >= (real)0 && pos < (real)(e - s)) ? u : (real8)0;
-                    k += 8;
-                }
-                for (; k + 8 <= e; k += 8) {
-                    v += source8(k, ti, xi, yi, xil, yil, st, sx, sy, sxl, syl, sw, kt, kx,
-                                 shift, model2);
-                    if (++count == BLOCK / 8) {
-                        acc += HSUM8(v);
-                        v = (real8)0;
-                        count = 0;
-                    }
-                }
-                if (k < e) { /* arrays are padded by 8 past the last source */
-                    const real8 u = source8(k, ti, xi, yi, xil, yil, st, sx, sy, sxl, syl, sw,
-                                            kt, kx, shift, model2);
-                    v += lane < (real)(e - k) ? u : (real8)0;
-                }
-                acc += HSUM8(v);
-            }
-        }
-    }
-    const double scale = exp_mode ? exp(-(tid - t0) * inv_sigma_t) : count_scale;
-    out_e[g] = acc;
-    out_tail[g] = tail * scale;
-    out_ring[g] = exp_mode ? ring * scale : 0.0;
-}
-
-/* The per-row kernel of model 2 (several grid levels); model 1 runs truncated_blocks below. */
-__kernel void truncated_model2(
-    __global const real *t, __global const real *x, __global const real *y,
-    __global const real *xl, __global const real *yl, __global const double *td,
-    __global const double *xd, __global const double *yd, __global const int *lo,
-    __global const real *st, __global const real *sx, __global const real *sy,
-    __global const real *sxl, __global const real *syl, __global const real *sw,
-    __global const double *std, __global const int *sidx, __global const double *pre,
-    __global const long *ckey, __global const int *cbeg, __global const int *loff,
-    __global const double *inv_h, const int nlevels, const double x0, const double y0,
-    const int row0, const int nrows, const real kt, const real kx, const real shift,
-    const double tc, const double t0, const double inv_sigma_t, const int exp_mode,
-    const double count_scale, __global double *out_e, __global double *out_tail,
-    __global double *out_ring)
-{
-    truncated_rows(t, x, y, xl, yl, td, xd, yd, lo, st, sx, sy, sxl, syl, sw, std, sidx, pre,
-                   ckey, cbeg, loff, inv_h, nlevels, x0, y0, row0, nrows, kt, kx, shift, tc, t0,
-                   inv_sigma_t, exp_mode, count_scale, out_e, out_tail, out_ring, 1);
-}
-
 /* ------------------------------------------------------------------------------------------
- * Row blocks (model 1): one work-item evaluates up to LANES rows of one grid cell (cells of
- * size h >= R = sqrt(2 kappa) sigma_x) that lie close in time; the rows share the enumeration
- * of cells and the searches in them, and the per-row bound factors are vectors over the rows
- * (DESIGN.md section 2; host: hawkes_cli/engine/grid.py, truncated.py). With
- * u = (t_j - t_m)/sigma_t and v_j = (distance from row j to the cell's rectangle)^2 /
- * (2 sigma_x^2), every source of a cell has a term <= exp(-u - v_j). For each non-empty cell
- * within `reach` = 1.5 R of the block's bounding box:
+ * Row blocks: one work-item evaluates up to LANES rows of one grid cell that lie close in time;
+ * the rows share the enumeration of cells and the searches in them, and the per-row bound
+ * factors are vectors over the rows (DESIGN.md section 2; host: hawkes_cli/engine/grid.py,
+ * truncated.py). Source m has the term w_m exp(-u) exp(-|x_n - x_m|^2 D_m / (2 sigma_x^2))
+ * (model 1: w_m = D_m = 1; model 2: w_m = D_m), so with u = (t_j - t_m)/sigma_t and
+ * v_j = (distance from row j to the cell's rectangle)^2 dlo_l / (2 sigma_x^2), every source
+ * of a level-l cell has a term <= w_m exp(-u - v_j) (D_m >= dlo_l). The prefix sums carry w_m.
+ * Each level has its own cut-off exponent kappa_l (host: kappa + log(the level's largest
+ * density / the largest density), so that the weight times exp(-kappa_l) is about the same in
+ * every level; model 1: kappa). For each level, for each non-empty cell within reach_l =
+ * 1.5 R_l (R_l = sqrt(2 kappa_l) sigma_x / sqrt(dlo_l) <= h_l) of the block's bounding box:
+ * (kappa below means kappa_l)
  *   - ring cell (v_j >= kappa for every row): nothing is computed; row j bounds the cell's
  *     sources older than itself by exp(-v_j) times their temporal factors (prefix sums);
  *   - otherwise, with tstart = min_j (t_j - sigma_t (kappa - v_j)) over the rows near the cell
@@ -281,9 +145,10 @@ __kernel void truncated_model2(
  *     sub-cell by sub-cell (4 x 4 sub-cells in the rows' own cell, 4 strips across the
  *     separating axis in the others; per-sub-cell prefix sums from cell_prefix16); a row far
  *     from the cell (v_j >= kappa) bounds all the cell's sources older than itself.
- * Cells beyond the reach are at distance > 1.5 R: the host bounds them by exp(-2.25 kappa) S_n.
+ * Cells beyond the reach are at distance > 1.5 R_l: the host bounds them, over all levels
+ * together, by sum_{m < lo_n} exp(-2.25 kappa_l(m)) w_m exp(-(t_n - t_m)/sigma_t).
  * With exp_mode = 0 (time span > 600 sigma_t) the ring is not summed (the host bounds it and
- * the far part by exp(-kappa) S_n), the prefix sums are plain weights, and the older sources
+ * the far part by the same sum with exp(-kappa_l(m))), the prefix sums are plain weights, and the older sources
  * of a cell are bounded by exp(-(t_j - tstart)/sigma_t).
  * ------------------------------------------------------------------------------------------ */
 
@@ -344,68 +209,85 @@ union lanes {
 /*
  * Sum over the sources [s, e) (sorted arrays; coordinates relative to their cell's corner) of
  * the trigger terms of one row (coordinates relative to the same corner, two-part in float32),
- * eight sources per step with aligned loads; lanes outside [s, e) are masked.
+ * eight sources per step with aligned loads; lanes outside [s, e) are masked. Model 2 weighs
+ * each term by its density w_m, which also scales its squared distance.
  */
 static real8 rel_terms(const int k, const real ti, const real xi, const real yi,
                        const real xil, const real yil, __global const real *st,
-                       __global const real *sxr, __global const real *syr, const real kt,
-                       const real kx, const real shift)
+                       __global const real *sxr, __global const real *syr,
+                       __global const real *sw, const real kt, const real kx, const real shift,
+                       const int model2)
 {
     const real8 dt = ti - LOAD8(st, k);
     const real8 dx = (xi - LOAD8(sxr, k)) + xil;
     const real8 dy = (yi - LOAD8(syr, k)) + yil;
-    return exp2_trunc(shift - dt * kt - (dx * dx + dy * dy) * kx);
+    const real8 r2 = dx * dx + dy * dy;
+    if (model2) {
+        const real8 wm = LOAD8(sw, k);
+        return wm * exp2_trunc(shift - dt * kt - r2 * (kx * wm));
+    }
+    return exp2_trunc(shift - dt * kt - r2 * kx);
 }
 
 static double rel_sum(const int s, const int e, const real ti, const real xi, const real yi,
                       const real xil, const real yil, __global const real *st,
-                      __global const real *sxr, __global const real *syr, const real kt,
-                      const real kx, const real shift)
+                      __global const real *sxr, __global const real *syr,
+                      __global const real *sw, const real kt, const real kx, const real shift,
+                      const int model2)
 {
     const real8 lane = (real8)(0, 1, 2, 3, 4, 5, 6, 7);
     const int first = s & ~7, last = e & ~7;
     real8 v;
     double acc = 0.0;
+#define TERMS(k) rel_terms(k, ti, xi, yi, xil, yil, st, sxr, syr, sw, kt, kx, shift, model2)
     if (first == last) { /* one chunk holds [s, e) */
-        v = rel_terms(first, ti, xi, yi, xil, yil, st, sxr, syr, kt, kx, shift);
+        v = TERMS(first);
         return HSUM8(lane >= (real)(s - first) && lane < (real)(e - first) ? v : (real8)0);
     }
     /* head chunk (lanes >= s), full chunks, tail chunk (lanes < e; arrays padded by 8) */
-    v = rel_terms(first, ti, xi, yi, xil, yil, st, sxr, syr, kt, kx, shift);
+    v = TERMS(first);
     v = lane >= (real)(s - first) ? v : (real8)0;
     int k = first + 8;
     while (k < last) {
         const int stop = min(k + BLOCK, last);
         for (; k < stop; k += 8) {
-            v += rel_terms(k, ti, xi, yi, xil, yil, st, sxr, syr, kt, kx, shift);
+            v += TERMS(k);
         }
         acc += HSUM8(v);
         v = (real8)0;
     }
     if (last < e) {
-        const real8 u = rel_terms(last, ti, xi, yi, xil, yil, st, sxr, syr, kt, kx, shift);
+        const real8 u = TERMS(last);
         v += lane < (real)(e - last) ? u : (real8)0;
     }
+#undef TERMS
     return acc + HSUM8(v);
 }
 
-__kernel void truncated_blocks(
+/*
+ * The row-block body shared by truncated_blocks (model 1) and truncated_blocks2 (model 2):
+ * model2 is a compile-time constant in each, so model 1 never loads weights.
+ */
+static void blocks_body(
     /* targets, by event index */
     __global const double *td, __global const double *xd, __global const double *yd,
-    /* sources sorted by (cell, index); coordinates relative to their cell's corner */
+    /* sources sorted by (level, cell, index); coordinates relative to their cell's corner */
     __global const real *st, __global const real *sxr, __global const real *syr,
-    __global const double *std, __global const double *pre, __global const double *pre16,
-    /* cells and grid */
-    __global const long *ckey, __global const int *cbeg, const int ncells, const double x0,
-    const double y0, const double h,
+    __global const real *sw, __global const double *std, __global const double *pre,
+    __global const double *pre16,
+    /* cells and grids: level l holds cells [loff[l], loff[l + 1]) of size hs[l], whose
+     * sources have densities >= dlo[l] (1 for model 1) */
+    __global const long *ckey, __global const int *cbeg, __global const int *loff,
+    __global const double *hs, __global const double *dlo, const int nlevels,
+    const double x0, const double y0,
     /* blocks: LANES event indices each, in time order; ~r marks a padding lane (a copy of
      * row r, evaluated but not stored) */
     __global const int *brow, const int nblocks, const int row0,
-    /* parameters */
-    const real kt, const real kx, const real shift, const double kappa, const double sigma_t,
-    const double vscale, const double reach, const double t0, const double inv_sigma_t,
+    /* parameters: kl[l] = the level's cut-off exponent kappa_l, vscale = 1 / (2 sigma_x^2) */
+    const real kt, const real kx, const real shift, __global const double *kl,
+    const double sigma_t, const double vscale, const double t0, const double inv_sigma_t,
     const int exp_mode, __global double *out_e, __global double *out_tail,
-    __global double *out_ring)
+    __global double *out_ring, const int model2)
 {
     const int b = get_global_id(0);
     if (b >= nblocks) {
@@ -430,111 +312,133 @@ __kernel void truncated_blocks(
         --nrows;
     }
     const dvec tn = ut.v, xn = ux.v, yn = uy.v;
-    const double t_first = ut.a[0], t_last = ut.a[nrows - 1];
-    const double inv_h = 1.0 / h, hq = 0.25 * h;
-    const long ix0 = (long)floor((hmin(xn) - reach - x0) * inv_h);
-    const long ix1 = (long)floor((hmax(xn) + reach - x0) * inv_h);
-    const long iy0 = (long)floor((hmin(yn) - reach - y0) * inv_h);
-    const long iy1 = (long)floor((hmax(yn) + reach - y0) * inv_h);
+    const double t_first = ut.a[0];
+    const double xmin = hmin(xn), xmax = hmax(xn), ymin = hmin(yn), ymax = hmax(yn);
     union lanes ut_tail, ur_ring;
     ur_ring.v = (dvec)0.0;
     ut_tail.v = (dvec)0.0;
     ua.v = (dvec)0.0;
-    for (long ox = ix0; ox <= ix1; ++ox) {
-        const long kbase = ox * KEY_STRIDE;
-        const double cxa = x0 + (double)ox * h;
-        const dvec gx = gap(xn, cxa, h);
-        for (int c = lower_bound_long(ckey, 0, ncells, kbase + iy0);
-             c < ncells && ckey[c] <= kbase + iy1; ++c) {
-            const double cya = y0 + (double)(ckey[c] - kbase) * h;
-            const dvec gy = gap(yn, cya, h);
-            const dvec v = (gx * gx + gy * gy) * vscale;
-            const int cb = cbeg[c], ce = cbeg[c + 1];
-            if (hmin(v) >= kappa) { /* ring cell: bound only, each row its own past */
-                if (exp_mode) {
-                    union lanes uf;
-                    uf.v = exp_neg_upper(v);
-                    int er = lower_bound_time(std, cb, ce, t_first);
-                    for (int j = 0; j < nrows; ++j) {
-                        while (er < ce && std[er] < ut.a[j]) {
-                            ++er;
-                        }
-                        ur_ring.a[j] += uf.a[j] * pre[er + c];
-                    }
+    for (int lev = 0; lev < nlevels; ++lev) {
+        const int ka = loff[lev], kb = loff[lev + 1];
+        if (ka == kb) {
+            continue;
+        }
+        const double h = hs[lev], inv_h = 1.0 / h, hq = 0.25 * h, kappa = kl[lev];
+        const double vs = model2 ? vscale * dlo[lev] : vscale;
+        const double rch = 1.5 * sqrt(kappa / vs); /* 1.5 R_l */
+        const long ix0 = (long)floor((xmin - rch - x0) * inv_h);
+        const long ix1 = (long)floor((xmax + rch - x0) * inv_h);
+        const long iy0 = (long)floor((ymin - rch - y0) * inv_h);
+        const long iy1 = (long)floor((ymax + rch - y0) * inv_h);
+        /* the level's cells in the window: one search per column, from the previous column's
+         * position (keys ascend) */
+        int c0 = ka;
+        for (long ox = ix0; ox <= ix1 && c0 < kb; ++ox) {
+            const long kbase = ox * KEY_STRIDE;
+            int c = lower_bound_long(ckey, c0, kb, kbase + iy0);
+            if (c < kb && ckey[c] >= kbase + KEY_STRIDE / 2) {
+                /* no cell in this column: jump to the column of the next cell */
+                const long nx = (ckey[c] + KEY_STRIDE / 2) / KEY_STRIDE;
+                c0 = c;
+                if (nx - 1 > ox) {
+                    ox = nx - 1; /* ++ox follows */
                 }
                 continue;
             }
-            union lanes uf; /* only needed for rows far from the cell */
-            uf.v = hmax(v) >= kappa ? exp_neg_upper(v) : (dvec)0.0;
-            union lanes uts;
-            uts.v = v < kappa ? tn - sigma_t * (kappa - v) : (dvec)INFINITY;
-            const double tstart = hmin(uts.v);
-            const int s = lower_bound_time(std, cb, ce, tstart);
-            /* sources of the cell before s, into the bound of the rows near the cell, sub-cell
-             * by sub-cell: sum_q P_q exp(-v_q) with separable exp(-v_q) = fx_a fy_b */
-            if (hmax(v) > 0.0 && pre[s + c] > 0.0) {
-                /* not the rows' own cell: four strips across the axis that separates */
-                const double16 P = *(__global const double16 *)(pre16 + 16 * (s + c));
-                dvec sub;
-                if (hmax(gx) > 0.0) {
-                    const dvec fy = exp_neg_upper(gy * gy * vscale);
+            const double cxa = x0 + (double)ox * h;
+            const dvec gx = gap(xn, cxa, h);
+            for (; c < kb && ckey[c] <= kbase + iy1; ++c) {
+                const double cya = y0 + (double)(ckey[c] - kbase) * h;
+                const dvec gy = gap(yn, cya, h);
+                const dvec v = (gx * gx + gy * gy) * vs;
+                const int cb = cbeg[c], ce = cbeg[c + 1];
+                if (hmin(v) >= kappa) { /* ring cell: bound only, each row its own past */
+                    if (exp_mode) {
+                        union lanes uf;
+                        uf.v = exp_neg_upper(v);
+                        int er = lower_bound_time(std, cb, ce, t_first);
+                        for (int j = 0; j < nrows; ++j) {
+                            while (er < ce && std[er] < ut.a[j]) {
+                                ++er;
+                            }
+                            ur_ring.a[j] += uf.a[j] * pre[er + c];
+                        }
+                    }
+                    continue;
+                }
+                union lanes uf; /* only needed for rows far from the cell */
+                uf.v = hmax(v) >= kappa ? exp_neg_upper(v) : (dvec)0.0;
+                union lanes uts;
+                uts.v = v < kappa ? tn - sigma_t * (kappa - v) : (dvec)INFINITY;
+                const double tstart = hmin(uts.v);
+                const int s = lower_bound_time(std, cb, ce, tstart);
+                /* sources of the cell before s, into the bound of the rows near the cell,
+                 * sub-cell by sub-cell: sum_q P_q exp(-v_q), separable exp(-v_q) = fx_a fy_b */
+                if (hmax(v) > 0.0 && pre[s + c] > 0.0) {
+                    /* not the rows' own cell: four strips across the axis that separates */
+                    const double16 P = *(__global const double16 *)(pre16 + 16 * (s + c));
+                    dvec sub;
+                    if (hmax(gx) > 0.0) {
+                        const dvec fy = exp_neg_upper(gy * gy * vs);
 #define STRIP(a, p0, p1, p2, p3)                                                               \
-    (exp_neg_upper(sq(gap(xn, cxa + (a) * hq, hq)) * vscale) * (P.p0 + P.p1 + P.p2 + P.p3))
-                    sub = fy * (STRIP(0.0, s0, s1, s2, s3) + STRIP(1.0, s4, s5, s6, s7) +
-                                STRIP(2.0, s8, s9, sa, sb) + STRIP(3.0, sc, sd, se, sf));
+    (exp_neg_upper(sq(gap(xn, cxa + (a) * hq, hq)) * vs) * (P.p0 + P.p1 + P.p2 + P.p3))
+                        sub = fy * (STRIP(0.0, s0, s1, s2, s3) + STRIP(1.0, s4, s5, s6, s7) +
+                                    STRIP(2.0, s8, s9, sa, sb) + STRIP(3.0, sc, sd, se, sf));
 #undef STRIP
-                } else {
-                    const dvec fx = exp_neg_upper(gx * gx * vscale);
+                    } else {
+                        const dvec fx = exp_neg_upper(gx * gx * vs);
 #define STRIP(b, p0, p1, p2, p3)                                                               \
-    (exp_neg_upper(sq(gap(yn, cya + (b) * hq, hq)) * vscale) * (P.p0 + P.p1 + P.p2 + P.p3))
-                    sub = fx * (STRIP(0.0, s0, s4, s8, sc) + STRIP(1.0, s1, s5, s9, sd) +
-                                STRIP(2.0, s2, s6, sa, se) + STRIP(3.0, s3, s7, sb, sf));
+    (exp_neg_upper(sq(gap(yn, cya + (b) * hq, hq)) * vs) * (P.p0 + P.p1 + P.p2 + P.p3))
+                        sub = fx * (STRIP(0.0, s0, s4, s8, sc) + STRIP(1.0, s1, s5, s9, sd) +
+                                    STRIP(2.0, s2, s6, sa, se) + STRIP(3.0, s3, s7, sb, sf));
 #undef STRIP
-                }
-                if (!exp_mode) {
-                    sub *= exp_neg_upper((tn - tstart) * inv_sigma_t);
-                }
-                ut_tail.v += v < kappa ? sub : (dvec)0.0;
-            } else if (hmax(v) == 0.0 && pre[s + c] > 0.0) {
-                const double16 P = *(__global const double16 *)(pre16 + 16 * (s + c));
-                const dvec fy0 = exp_neg_upper(sq(gap(yn, cya, hq)) * vscale);
-                const dvec fy1 = exp_neg_upper(sq(gap(yn, cya + hq, hq)) * vscale);
-                const dvec fy2 = exp_neg_upper(sq(gap(yn, cya + 2.0 * hq, hq)) * vscale);
-                const dvec fy3 = exp_neg_upper(sq(gap(yn, cya + 3.0 * hq, hq)) * vscale);
+                    }
+                    if (!exp_mode) {
+                        sub *= exp_neg_upper((tn - tstart) * inv_sigma_t);
+                    }
+                    ut_tail.v += v < kappa ? sub : (dvec)0.0;
+                } else if (hmax(v) == 0.0 && pre[s + c] > 0.0) {
+                    const double16 P = *(__global const double16 *)(pre16 + 16 * (s + c));
+                    const dvec fy0 = exp_neg_upper(sq(gap(yn, cya, hq)) * vs);
+                    const dvec fy1 = exp_neg_upper(sq(gap(yn, cya + hq, hq)) * vs);
+                    const dvec fy2 = exp_neg_upper(sq(gap(yn, cya + 2.0 * hq, hq)) * vs);
+                    const dvec fy3 = exp_neg_upper(sq(gap(yn, cya + 3.0 * hq, hq)) * vs);
 #define SUBROW(a, p0, p1, p2, p3)                                                              \
-    (exp_neg_upper(sq(gap(xn, cxa + (a) * hq, hq)) * vscale) *                                \
+    (exp_neg_upper(sq(gap(xn, cxa + (a) * hq, hq)) * vs) *                                    \
      (P.p0 * fy0 + P.p1 * fy1 + P.p2 * fy2 + P.p3 * fy3))
-                dvec sub = SUBROW(0.0, s0, s1, s2, s3) + SUBROW(1.0, s4, s5, s6, s7) +
-                              SUBROW(2.0, s8, s9, sa, sb) + SUBROW(3.0, sc, sd, se, sf);
+                    dvec sub = SUBROW(0.0, s0, s1, s2, s3) + SUBROW(1.0, s4, s5, s6, s7) +
+                               SUBROW(2.0, s8, s9, sa, sb) + SUBROW(3.0, sc, sd, se, sf);
 #undef SUBROW
-                if (!exp_mode) { /* plain weights: the sources are older than tstart */
-                    sub *= exp_neg_upper((tn - tstart) * inv_sigma_t);
+                    if (!exp_mode) { /* plain weights: the sources are older than tstart */
+                        sub *= exp_neg_upper((tn - tstart) * inv_sigma_t);
+                    }
+                    ut_tail.v += v < kappa ? sub : (dvec)0.0;
                 }
-                ut_tail.v += v < kappa ? sub : (dvec)0.0;
-            }
-            /* row by row (rows in time order share the searches): sources [s, e_j) exactly */
-            int er = lower_bound_time(std, s, ce, t_first);
-            for (int j = 0; j < nrows; ++j) {
-                while (er < ce && std[er] < ut.a[j]) {
-                    ++er;
-                }
-                if (uts.a[j] == INFINITY) { /* row far from the cell: all its sources bounded */
-                    ut_tail.a[j] += uf.a[j] * pre[er + c];
-                    continue;
-                }
-                if (s >= er) {
-                    continue;
-                }
-                const double xr = ux.a[j] - cxa, yr = uy.a[j] - cya;
-                const real xi = (real)xr, yi = (real)yr;
+                /* row by row (rows in time order share the searches): [s, e_j) exactly */
+                int er = lower_bound_time(std, s, ce, t_first);
+                for (int j = 0; j < nrows; ++j) {
+                    while (er < ce && std[er] < ut.a[j]) {
+                        ++er;
+                    }
+                    if (uts.a[j] == INFINITY) { /* row far from the cell: all bounded */
+                        ut_tail.a[j] += uf.a[j] * pre[er + c];
+                        continue;
+                    }
+                    if (s >= er) {
+                        continue;
+                    }
+                    const double xr = ux.a[j] - cxa, yr = uy.a[j] - cya;
+                    const real xi = (real)xr, yi = (real)yr;
 #if REAL_IS_DOUBLE
-                const real xil = 0, yil = 0;
+                    const real xil = 0, yil = 0;
 #else
-                const real xil = (real)(xr - (double)xi), yil = (real)(yr - (double)yi);
+                    const real xil = (real)(xr - (double)xi), yil = (real)(yr - (double)yi);
 #endif
-                ua.a[j] += rel_sum(s, er, (real)ut.a[j], xi, yi, xil, yil, st, sxr, syr, kt, kx,
-                                   shift);
+                    ua.a[j] += rel_sum(s, er, (real)ut.a[j], xi, yi, xil, yil, st, sxr, syr,
+                                       sw, kt, kx, shift, model2);
+                }
             }
+            c0 = c;
         }
     }
     union lanes us, ur;
@@ -547,3 +451,30 @@ __kernel void truncated_blocks(
         out_ring[r] = exp_mode ? ur.a[j] : 0.0;
     }
 }
+
+#define BLOCKS_KERNEL(name, model2)                                                            \
+    __kernel void name(__global const double *td, __global const double *xd,                  \
+                       __global const double *yd, __global const real *st,                    \
+                       __global const real *sxr, __global const real *syr,                    \
+                       __global const real *sw, __global const double *std,                   \
+                       __global const double *pre, __global const double *pre16,              \
+                       __global const long *ckey, __global const int *cbeg,                   \
+                       __global const int *loff, __global const double *hs,                   \
+                       __global const double *dlo, const int nlevels, const double x0,        \
+                       const double y0, __global const int *brow, const int nblocks,          \
+                       const int row0, const real kt, const real kx, const real shift,        \
+                       __global const double *kl, const double sigma_t, const double vscale,  \
+                       const double t0, const double inv_sigma_t,                             \
+                       const int exp_mode, __global double *out_e, __global double *out_tail, \
+                       __global double *out_ring)                                             \
+    {                                                                                          \
+        blocks_body(td, xd, yd, st, sxr, syr, sw, std, pre, pre16, ckey, cbeg, loff, hs, dlo,  \
+                    nlevels, x0, y0, brow, nblocks, row0, kt, kx, shift, kl, sigma_t, vscale,  \
+                    t0, inv_sigma_t, exp_mode, out_e, out_tail, out_ring,                      \
+                    model2);                                                                   \
+    }
+
+/* model 1: one level, unit weights */
+BLOCKS_KERNEL(truncated_blocks, 0)
+/* model 2: one level per density band, weights and scales D_m */
+BLOCKS_KERNEL(truncated_blocks2, 1)

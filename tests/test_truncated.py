@@ -151,9 +151,12 @@ def test_tightening_reaches_tolerance():
 
 @pytest.mark.parametrize("model", [1, 2])
 def test_rows_split_and_balance(model):
-    """Rows split over three backends: each row within its bound of the exact sum. Model 2
-    (per-row kernel) gives the whole backend's values; model 1 groups rows into blocks within
-    a rank's rows, so its exactly summed part may differ (within the bound)."""
+    """Rows split over three backends: each row within its bound of the exact sum (both models
+    group rows into blocks within a rank's rows, so the exactly summed part may differ from the
+    whole backend's, within the bound). The 1e-10 relative slack is float64 rounding: the
+    kernels use coordinates relative to a cell corner, so a term exp(-q) with q up to ~60
+    differs from the exact kernel's by q times the coordinates' relative rounding (|x| / |dx|
+    up to 1e3 times 1e-16)."""
     t, x, y, d = make_events(1234, integer_days=True, seed=2)
     whole = build_backend("truncated", t, x, y, d, model=model, area=AREA, precision="float64")
     exact = build_backend("opencl", t, x, y, d, model=model, area=AREA, precision="float64")
@@ -168,10 +171,8 @@ def test_rows_split_and_balance(model):
     got = [p.trigger_bounded(0.1, 4.0) for p in parts]
     e_split, w_split = np.concatenate([g[0] for g in got]), np.concatenate([g[1] for g in got])
     e0 = exact.trigger(0.1, 4.0)
-    assert np.all(e0 - e_split <= w_split + 1e-12 * e0) and np.all(e_split <= e0 * (1 + 1e-12))
-    if model == 2:
-        np.testing.assert_allclose(e_split, e_whole, rtol=1e-15)
-        np.testing.assert_allclose(w_split, w_whole, rtol=1e-15)
+    assert np.all(e0 - e_split <= w_split + 1e-10 * e0) and np.all(e_split <= e0 * (1 + 1e-10))
+    assert np.all(e0 - e_whole <= w_whole + 1e-10 * e0) and np.all(e_whole <= e0 * (1 + 1e-10))
 
 
 def test_row_blocks_cover_each_row_once_within_one_cell():
@@ -262,11 +263,11 @@ def test_chains_agree_with_exact_engine(tmp_path):
 
 @pytest.mark.parametrize("model", [1, 2])
 def test_only_the_kernels_of_the_model_are_created(model):
-    """Model 1 runs the row-block kernel, model 2 the per-row one; the program holds no other
-    truncated trigger kernel (truncated_model1 is gone)."""
+    """Both models run row blocks (model 2's kernel weighs and scales terms by density); the
+    program holds no per-row truncated kernel any more (truncated_model1/2 are gone)."""
     t, x, y, d = make_events(200, integer_days=True, seed=2)
     tr = build_backend("truncated", t, x, y, d, model=model, area=AREA)
     names = set(tr.events.program(truncated=True).kernel_names.split(";"))
-    assert "truncated_model1" not in names
-    assert {"truncated_model2", "truncated_blocks", "cell_prefix", "cell_prefix16"} <= names
-    assert (tr._k_blocks is not None, tr._k_rows is not None) == (model == 1, model == 2)
+    assert not {"truncated_model1", "truncated_model2"} & names
+    assert {"truncated_blocks", "truncated_blocks2", "cell_prefix", "cell_prefix16"} <= names
+    assert tr._k_blocks.function_name == ("truncated_blocks" if model == 1 else "truncated_blocks2")

@@ -26,6 +26,8 @@ CELLS_PER_DIM = 2**20
 KEY_STRIDE = 4194304
 #: Rows per block of the row-block kernel (LANES in truncated.cl).
 BLOCK_ROWS = 16
+#: Smallest per-level cut-off exponent (:func:`level_kappas`).
+KAPPA_FLOOR = 1.0
 
 
 def initial_kappa(tolerance: float) -> float:
@@ -99,8 +101,10 @@ class GridIndex:
         First sorted position of each cell.
     level_offset : (L + 1,) int32
         First cell of each level.
+    h : (L,) float64
+        Cell size of each level (coordinate units).
     inv_h : (L,) float64
-        Inverse cell size of each level (1 / coordinate units).
+        ``1 / h``.
     covers_all : bool
         Every non-empty level's cells are at least the data's extent (3 x 3 cells see all).
     """
@@ -109,6 +113,7 @@ class GridIndex:
     cell_key: np.ndarray
     cell_begin: np.ndarray
     level_offset: np.ndarray
+    h: np.ndarray
     inv_h: np.ndarray
     covers_all: bool
 
@@ -135,6 +140,39 @@ def source_levels(density: np.ndarray | None, n: int) -> tuple[np.ndarray, float
     return level, 1.0 / math.sqrt(dmax)
 
 
+def level_bands(
+    density: np.ndarray | None, level: np.ndarray, nlevels: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Smallest and largest density of each level's sources, each shape (L,), float64 (1 for
+    model 1 and for empty levels).
+
+    Every source m of level l has ``floor_l <= D_m <= ceil_l``: ``exp(-d^2 floor_l / (2
+    sigma_x^2))`` bounds its spatial factor at distance ``d``, and ``ceil_l`` its weight.
+    """
+    lo, hi = np.full(nlevels, np.inf), np.full(nlevels, -np.inf)
+    if density is not None and level.size:
+        d = np.asarray(density, dtype=np.float64)
+        np.minimum.at(lo, level, d)
+        np.maximum.at(hi, level, d)
+    lo[~np.isfinite(lo)] = 1.0
+    hi[~np.isfinite(hi)] = 1.0
+    return lo, hi
+
+
+def level_kappas(kappa: float, ceil: np.ndarray) -> np.ndarray:
+    """Cut-off exponent of each level, shape (L,): ``kappa + log(ceil_l / max ceil)``, at
+    least :data:`KAPPA_FLOOR`.
+
+    A source's omitted term is at most its weight ``D_m`` times ``exp(-kappa_l)`` (times the
+    temporal and spatial factors the bound sums), so this gives every level about the same
+    absolute error per source: the densest level is cut at ``kappa``, sparser levels -- whose
+    radii ``sqrt(2 kappa_l) sigma_x / sqrt(D)`` hold the most sources -- proportionally
+    earlier. Model 1 (one level): ``[kappa]``.
+    """
+    ceil = np.asarray(ceil, dtype=np.float64)
+    return np.maximum(kappa + np.log(ceil / ceil.max()), min(KAPPA_FLOOR, kappa))
+
+
 def build_index(
     x: np.ndarray,
     y: np.ndarray,
@@ -142,22 +180,22 @@ def build_index(
     nlevels: int,
     r_unit: float,
     sigma_x: float,
-    kappa: float,
+    kappa: float | np.ndarray,
 ) -> GridIndex:
     """Sort all N sources into the per-level grids of ``(sigma_x, kappa)`` (numpy, O(N log N)).
 
-    Level l has cells of size ``h_l = sqrt(2 kappa) sigma_x r_unit 2^l (1 + 1e-6)`` (coordinate
-    units; at least the extent / 2^20), so every source's cut-off radius is below its level's
-    cell size and a row's 3 x 3 neighbouring cells hold every source within that radius.
+    Level l has cells of size ``h_l = sqrt(2 kappa_l) sigma_x r_unit 2^l (1 + 1e-6)``
+    (coordinate units; at least the extent / 2^20; ``kappa`` is one exponent or one per level,
+    see :func:`level_kappas`), so every source's cut-off radius is below its level's cell size
+    and a row's 3 x 3 neighbouring cells hold every source within that radius.
     Cell coordinates are ``floor((x - min x) * inv_h)``, computed identically in the kernel.
     """
     n = x.size
     x0, y0 = float(x.min()), float(y.min())
     extent = max(float(x.max()) - x0, float(y.max()) - y0, 1e-300)
-    radius = math.sqrt(2.0 * kappa) * sigma_x * r_unit  # level 0
-    h = np.array(
-        [max(radius * 2.0**lev * (1.0 + 1e-6), extent / CELLS_PER_DIM) for lev in range(nlevels)]
-    )
+    kap = np.broadcast_to(np.asarray(kappa, dtype=np.float64), (nlevels,))
+    radius = np.sqrt(2.0 * kap) * sigma_x * r_unit * 2.0 ** np.arange(nlevels)
+    h = np.maximum(radius * (1.0 + 1e-6), extent / CELLS_PER_DIM)
     inv_h = 1.0 / h
     ih = inv_h[level]
     cx = np.floor((x - x0) * ih).astype(np.int64)
@@ -173,6 +211,7 @@ def build_index(
         cell_key=cell_comb & ((1 << 44) - 1),
         cell_begin=np.append(first, n).astype(np.int32),
         level_offset=np.searchsorted(cell_level, np.arange(nlevels + 1)).astype(np.int32),
+        h=h,
         inv_h=inv_h,
         covers_all=bool(np.all(h[np.unique(level)] >= extent)),
     )
@@ -256,7 +295,7 @@ def truncated_row_cost(
     y = np.asarray(y, dtype=np.float64)
     level, r_unit = source_levels(density, t.size)
     nlevels = int(level.max()) + 1
-    kappa = initial_kappa(tolerance)
+    kappa = level_kappas(initial_kappa(tolerance), level_bands(density, level, nlevels)[1])
     index = build_index(x, y, level, nlevels, r_unit, sigma_x, kappa)
     lo = (TimeStructure.from_times(t) if times is None else times).lo
     work = visited_counts(
@@ -274,7 +313,7 @@ def visited_counts(
     index: GridIndex,
     x0: float,
     y0: float,
-    tc: float,
+    tc: float | np.ndarray,
 ) -> np.ndarray:
     """Number of sources the truncated kernel visits for each row, shape (N,), float64.
 
@@ -286,6 +325,7 @@ def visited_counts(
     sorted_t = time[o]
     counts = np.zeros(n)
     nlev = index.inv_h.size
+    tcs = np.broadcast_to(np.asarray(tc, dtype=np.float64), (nlev,))
     for lev in range(nlev):
         ka, kb = int(index.level_offset[lev]), int(index.level_offset[lev + 1])
         if ka == kb:
@@ -303,7 +343,7 @@ def visited_counts(
                 ce = index.cell_begin[c + 1].astype(np.int64)
                 # e: first position with idx >= lo; s: first with t >= t - tc (in [cb, ce))
                 e = _segment_search(o, cb, ce, lo)
-                s = _segment_search(sorted_t, cb, e, time - tc)
+                s = _segment_search(sorted_t, cb, e, time - tcs[lev])
                 counts += np.where(found, e - s, 0)
     return counts
 

@@ -75,12 +75,14 @@ import numpy as np
 
 from ..vocab import DEFAULT_BACKGROUND, DEFAULT_TOLERANCE
 from .base import BoundedPairBackend
-from .device import VEC, DeviceEvents, launch_size
+from .device import VEC, DeviceEvents
 from .grid import (
     EXP_SPAN,
     GridIndex,
     build_index,
     initial_kappa,
+    level_bands,
+    level_kappas,
     row_blocks,
     source_levels,
     temporal_sums,
@@ -153,13 +155,9 @@ class TruncatedBackend(BoundedPairBackend):
         self.row_start, self.row_stop = self.exact.row_start, self.exact.row_stop
         prog = events.program(truncated=True)
         self._k_prefix = cl.Kernel(prog, "cell_prefix")
-        if model == 1:  # row blocks
-            self._k_blocks = cl.Kernel(prog, "truncated_blocks")
-            self._k_prefix16 = cl.Kernel(prog, "cell_prefix16")
-            self._k_rows = None
-        else:  # per row, several grid levels
-            self._k_blocks = self._k_prefix16 = None
-            self._k_rows = cl.Kernel(prog, "truncated_model2")
+        self._k_prefix16 = cl.Kernel(prog, "cell_prefix16")
+        # row blocks; model 2's kernel weighs and scales each term by its density
+        self._k_blocks = cl.Kernel(prog, "truncated_blocks" if model == 1 else "truncated_blocks2")
         self._block_cache: OrderedDict[tuple, tuple[object, int]] = OrderedDict()
 
         t = events.time
@@ -174,6 +172,10 @@ class TruncatedBackend(BoundedPairBackend):
         self.nlevels = int(self._level.max()) + 1 if n else 1
         if self.nlevels > 40:
             raise ValueError("densities span more than 2^80; model 2 needs D_max / D_min < 2^80")
+        floor, self._ceil = level_bands(
+            events.density if model == 2 else None, self._level, self.nlevels
+        )
+        self._buf_dlo = events.upload(floor)
 
         events.keep_float64_copies()
         self._reset_locations()
@@ -184,10 +186,16 @@ class TruncatedBackend(BoundedPairBackend):
         self._buf_e = events.output(self._e_host.nbytes)
         self._buf_tail = events.output(self._tail_host.nbytes)
         self._buf_ring = events.output(self._ring_host.nbytes)
-        self._s_cache: OrderedDict[float, np.ndarray] = OrderedDict()
+        self._s_cache: OrderedDict[tuple[float, float, float], np.ndarray] = OrderedDict()
         self.trigger_path = "none yet"
 
     # ------------------------------------------------------------------ bounded interface
+    @property
+    def level_kappa(self) -> np.ndarray:
+        """Cut-off exponent of each grid level at the current ``kappa``, shape (levels,)
+        (:func:`~hawkes_cli.engine.grid.level_kappas`; model 1: ``[kappa]``)."""
+        return level_kappas(self.kappa, self._ceil)
+
     def cutoff_state(self) -> dict[str, float]:
         """The cut-off to checkpoint: ``{"kappa": float}``."""
         return {"kappa": float(self.kappa)}
@@ -237,7 +245,7 @@ class TruncatedBackend(BoundedPairBackend):
             self.nlevels,
             self._r_unit,
             sigma_x,
-            self.kappa,
+            self.level_kappa,
         )
         bufs = self._upload_index(index)
         self._index_cache[key] = (index, bufs)
@@ -254,49 +262,45 @@ class TruncatedBackend(BoundedPairBackend):
             out[: values.size] = values
             return out
 
+        # coordinates relative to the corner of the source's cell (in its level's grid), and
+        # its 4 x 4 sub-cell
+        lev = self._level[o]
+        h, ih = index.h[lev], index.inv_h[lev]
         x, y = self._x[o], self._y[o]
-        xh, yh = x.astype(real), y.astype(real)
-        bufs = {
+        cx = np.floor((x - self._x0) * ih)
+        cy = np.floor((y - self._y0) * ih)
+        rx, ry = x - (self._x0 + cx * h), y - (self._y0 + cy * h)
+        qx = np.clip(np.floor(rx * (4.0 / h)), 0, 3)
+        qy = np.clip(np.floor(ry * (4.0 / h)), 0, 3)
+        return {
             "st": self.events.upload(padded(self._t[o], real)),
-            "sx": self.events.upload(padded(xh, real)),
-            "sy": self.events.upload(padded(yh, real)),
+            "sxr": self.events.upload(padded(rx, real)),
+            "syr": self.events.upload(padded(ry, real)),
             "sw": self.events.upload(padded(self._w[o], real)),
             "std": self.events.upload(self._t[o]),
             "swd": self.events.upload(self._w[o]),
-            "sidx": self.events.upload(o.astype(np.int32)),
+            "sq": self.events.upload((4 * qx + qy).astype(np.uint8)),
             "ckey": self.events.upload(index.cell_key.astype(np.int64)),
             "cbeg": self.events.upload(index.cell_begin),
             "loff": self.events.upload(index.level_offset),
-            "inv_h": self.events.upload(index.inv_h),
+            "hs": self.events.upload(index.h),
+            "kl": self.events.upload(self.level_kappa),
             "pre": self.events.output(8 * (self.n + index.cell_key.size + 1), read=True),
+            "pre16": self.events.output(16 * 8 * (self.n + index.cell_key.size + 1), read=True),
             "pre_sigma_t": None,
         }
-        if self.model == 1:  # row blocks: coordinates relative to the source's cell corner
-            h = 1.0 / index.inv_h[0]
-            cx = np.floor((x - self._x0) * index.inv_h[0])
-            cy = np.floor((y - self._y0) * index.inv_h[0])
-            rx, ry = x - (self._x0 + cx * h), y - (self._y0 + cy * h)
-            bufs["sxr"] = self.events.upload(padded(rx, real))
-            bufs["syr"] = self.events.upload(padded(ry, real))
-            qx = np.clip(np.floor(rx * (4.0 / h)), 0, 3)
-            qy = np.clip(np.floor(ry * (4.0 / h)), 0, 3)
-            bufs["sq"] = self.events.upload((4 * qx + qy).astype(np.uint8))
-            bufs["pre16"] = self.events.output(
-                16 * 8 * (self.n + index.cell_key.size + 1), read=True
-            )
-        if real is np.float32:
-            bufs["sxl"] = self.events.upload(padded((x - xh).astype(real), real))
-            bufs["syl"] = self.events.upload(padded((y - yh).astype(real), real))
-        else:
-            bufs["sxl"], bufs["syl"] = bufs["sx"], bufs["sy"]
-        return bufs
 
-    def _temporal(self, sigma_t: float) -> np.ndarray:
-        hit = self._s_cache.get(sigma_t)
+    def _far(self, sigma_t: float, factor: float) -> np.ndarray:
+        """``sum_{m < lo_n} exp(-factor kappa_l(m)) w_m exp(-(t_n - t_m) / sigma_t)`` for this
+        backend's rows, shape (rows,), float64 (:func:`~hawkes_cli.engine.grid.temporal_sums`
+        with per-source weights; cached by ``(sigma_t, kappa, factor)``)."""
+        key = (sigma_t, self.kappa, factor)
+        hit = self._s_cache.get(key)
         if hit is None:
-            s = temporal_sums(self._t, self._w, self._lo, sigma_t)
+            w = self._w * np.exp(-factor * self.level_kappa)[self._level]
+            s = temporal_sums(self._t, w, self._lo, sigma_t)
             hit = s[self.row_start : self.row_stop]
-            self._s_cache[sigma_t] = hit
+            self._s_cache[key] = hit
             while len(self._s_cache) > _INDEX_CACHE:
                 self._s_cache.popitem(last=False)
         return hit
@@ -312,7 +316,7 @@ class TruncatedBackend(BoundedPairBackend):
 
     def exact_cutoffs(self, sigma_x: float, sigma_t: float) -> bool:
         """Whether the cut-offs at the current ``kappa`` omit nothing (the exact kernel runs)."""
-        if self.kappa * sigma_t < self._span:
+        if float(self.level_kappa.min()) * sigma_t < self._span:
             return False
         return self._build_index(sigma_x)[0].covers_all
 
@@ -353,44 +357,36 @@ class TruncatedBackend(BoundedPairBackend):
                 np.int32(exp_mode),
                 b["pre"],
             )
-            if self._k_prefix16 is not None:
-                self._k_prefix16(
-                    self.queue,
-                    (max(ncells, 1),),
-                    None,
-                    b["std"],
-                    b["swd"],
-                    b["sq"],
-                    b["cbeg"],
-                    np.int32(ncells),
-                    np.float64(t0),
-                    np.float64(1.0 / sigma_t),
-                    np.int32(exp_mode),
-                    b["pre16"],
-                )
+            self._k_prefix16(
+                self.queue,
+                (max(ncells, 1),),
+                None,
+                b["std"],
+                b["swd"],
+                b["sq"],
+                b["cbeg"],
+                np.int32(ncells),
+                np.float64(t0),
+                np.float64(1.0 / sigma_t),
+                np.int32(exp_mode),
+                b["pre16"],
+            )
             b["pre_sigma_t"] = sigma_t
         norm = 1.0 / (2.0 * math.pi * sigma_x * sigma_x * sigma_t)
-        if self._k_blocks is not None:
-            self._run_blocks(index, b, sigma_x, sigma_t, exp_mode, t0)
-        else:
-            self._run_rows(index, b, sigma_x, sigma_t, exp_mode, t0)
+        self._run_blocks(index, b, sigma_x, sigma_t, exp_mode, t0)
         cl.enqueue_copy(self.queue, self._e_host, self._buf_e)
         cl.enqueue_copy(self.queue, self._tail_host, self._buf_tail)
         cl.enqueue_copy(self.queue, self._ring_host, self._buf_ring)
         e = self._e_host * (2.0**-self.events.shift * norm)
-        s_n = self._temporal(sigma_t)
-        if exp_mode and self._k_blocks is not None:  # (a) + ring + beyond the reach
-            rest = self._ring_host + math.exp(-(_REACH**2) * kappa) * s_n
-        elif exp_mode:  # (a) + (b1) + (b2) of the per-row kernel
-            rest = math.exp(-kappa) * self._ring_host + math.exp(-4.0 * kappa) * s_n
-        else:  # (a) + (b1 and b2 together)
-            rest = math.exp(-kappa) * s_n
+        if exp_mode:  # tail + ring + beyond the reach
+            rest = self._ring_host + self._far(sigma_t, _REACH**2)
+        else:  # tail; ring and beyond together
+            rest = self._far(sigma_t, 1.0)
         omega = norm * (self._tail_host + rest) * _SAFETY
         return e, omega
 
     def _run_blocks(self, index: GridIndex, b: dict, sigma_x, sigma_t, exp_mode, t0) -> None:
-        """Launch the row-block kernel (model 1) for this backend's rows."""
-        kappa = self.kappa
+        """Launch the row-block kernel for this backend's rows."""
         blocks, nblocks = self._blocks(index, sigma_x, sigma_t)
         ev = self.events
         real = ev.real
@@ -407,25 +403,27 @@ class TruncatedBackend(BoundedPairBackend):
             b["st"],
             b["sxr"],
             b["syr"],
+            b["sw"],
             b["std"],
             b["pre"],
             b["pre16"],
             b["ckey"],
             b["cbeg"],
-            np.int32(index.cell_key.size),
+            b["loff"],
+            b["hs"],
+            self._buf_dlo,
+            np.int32(self.nlevels),
             np.float64(self._x0),
             np.float64(self._y0),
-            np.float64(1.0 / index.inv_h[0]),
             blocks,
             np.int32(nblocks),
             np.int32(self.row_start),
             real(LOG2E / sigma_t),
             real(LOG2E / (2.0 * sigma_x * sigma_x)),
             real(self.events.shift),
-            np.float64(kappa),
+            b["kl"],
             np.float64(sigma_t),
             np.float64(1.0 / (2.0 * sigma_x * sigma_x)),
-            np.float64(_REACH * math.sqrt(2.0 * kappa) * sigma_x),
             np.float64(t0),
             np.float64(1.0 / sigma_t),
             np.int32(exp_mode),
@@ -447,57 +445,6 @@ class TruncatedBackend(BoundedPairBackend):
         while len(self._block_cache) > _INDEX_CACHE:
             self._block_cache.popitem(last=False)
         return hit
-
-    def _run_rows(self, index: GridIndex, b: dict, sigma_x, sigma_t, exp_mode, t0) -> None:
-        """Launch the per-row kernel (model 2: several grid levels)."""
-        kappa = self.kappa
-        ev = self.events
-        real = ev.real
-        nrows = self.row_stop - self.row_start
-        gsize, lsize = launch_size(nrows, self.exact.work_group)
-        self._k_rows(
-            self.queue,
-            (gsize,),
-            lsize,
-            ev.buf_t,
-            ev.buf_x,
-            ev.buf_y,
-            ev.buf_xl,
-            ev.buf_yl,
-            ev.buf_td,
-            ev.buf_xd,
-            ev.buf_yd,
-            ev.buf_lo,
-            b["st"],
-            b["sx"],
-            b["sy"],
-            b["sxl"],
-            b["syl"],
-            b["sw"],
-            b["std"],
-            b["sidx"],
-            b["pre"],
-            b["ckey"],
-            b["cbeg"],
-            b["loff"],
-            b["inv_h"],
-            np.int32(self.nlevels),
-            np.float64(self._x0),
-            np.float64(self._y0),
-            np.int32(self.row_start),
-            np.int32(nrows),
-            real(LOG2E / sigma_t),
-            real(LOG2E / (2.0 * sigma_x * sigma_x)),
-            real(self.events.shift),
-            np.float64(kappa * sigma_t),
-            np.float64(t0),
-            np.float64(1.0 / sigma_t),
-            np.int32(exp_mode),
-            np.float64(math.exp(-kappa)),
-            self._buf_e,
-            self._buf_tail,
-            self._buf_ring,
-        )
 
     def tighten(self, excess: float) -> bool:
         """Raise ``kappa`` after a realised bound ``excess`` times over the tolerance (> 1).
@@ -526,5 +473,5 @@ class TruncatedBackend(BoundedPairBackend):
             index,
             self._x0,
             self._y0,
-            self.kappa * sigma_t,
+            self.level_kappa * sigma_t,
         )
