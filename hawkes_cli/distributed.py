@@ -45,6 +45,7 @@ CALLS: frozenset[str] = frozenset(
         "boundary_stop",
         "subsample_loglik",
         "end_subsample",
+        "fix_cutoff",
     }
 )
 _CLOSE = "close"
@@ -145,6 +146,16 @@ class ChainRank:
         """Free the subsample likelihood (its device buffers); a later call rebuilds it."""
         self._subsample = None
 
+    def fix_cutoff(self, exceedances: int = 0, worst_bound: float = 0.0) -> None:
+        """End of warm-up (or a resume past it): the truncation cut-off no longer adapts
+        (:attr:`~hawkes_cli.engine.Likelihood.adapt_cutoff` False on every rank); the counts
+        of bounds above the tolerance continue from ``exceedances`` and ``worst_bound`` (a
+        checkpoint's)."""
+        lik = self.likelihood
+        lik.adapt_cutoff = False
+        lik.bound_exceedances = int(exceedances)
+        lik.worst_bound = float(worst_bound)
+
     # --- local reads (no communication; rank 0 records them) ------------------------------
     @property
     def location_state(self) -> dict[str, Any] | None:
@@ -160,6 +171,22 @@ class ChainRank:
         """Pair passes (background + trigger) this rank's chain likelihood ran so far (the
         subsample's apart: :attr:`subsample_pair_passes`)."""
         return self.likelihood.pair_passes
+
+    @property
+    def adapt_cutoff(self) -> bool:
+        """Whether the truncation cut-off may still tighten (before :meth:`fix_cutoff`)."""
+        return self.likelihood.adapt_cutoff
+
+    @property
+    def bound_exceedances(self) -> int:
+        """Evaluations after warm-up whose truncation bound exceeded the tolerance (the same
+        on every rank)."""
+        return self.likelihood.bound_exceedances
+
+    @property
+    def worst_bound(self) -> float:
+        """The largest truncation bound (nats) of an evaluation after warm-up (0 before)."""
+        return self.likelihood.worst_bound
 
     @property
     def tightenings(self) -> int:
@@ -228,6 +255,10 @@ class DistributedLikelihood:
     def end_subsample(self) -> None:
         """See :meth:`ChainRank.end_subsample`."""
         self._call("end_subsample")
+
+    def fix_cutoff(self, exceedances: int = 0, worst_bound: float = 0.0) -> None:
+        """See :meth:`ChainRank.fix_cutoff` (every rank)."""
+        self._call("fix_cutoff", exceedances, worst_bound)
 
     def close(self) -> None:
         """Release the other ranks from :func:`serve` (once; later calls do nothing)."""

@@ -90,6 +90,10 @@ class Checkpoint:
         curvature, the modes found, what it cost), or None when the chain started from given
         values. A resumed chain rebuilds its sampler (the tiered kind's jump vectors) from it
         instead of searching again.
+    bound_exceedances, worst_bound
+        After warm-up, when the truncation cut-off is fixed: evaluations whose realised
+        truncation bound exceeded ``engine.tolerance``, and the largest realised bound (nats);
+        0 for exact engines, during warm-up, and in checkpoints written before they existed.
     """
 
     iteration: int
@@ -101,6 +105,8 @@ class Checkpoint:
     loc_rng: Mapping[str, Any] | None = None
     truncation: Mapping[str, Any] | None = None
     start: Mapping[str, Any] | None = None
+    bound_exceedances: int = 0
+    worst_bound: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready dict (the ``checkpoint`` member of the commit record)."""
@@ -187,6 +193,17 @@ class Checkpoint:
                     "chain's current state always has one); the checkpoint is damaged: restore "
                     "it, or start over with --overwrite"
                 )
+        bound_exceedances = data.get("bound_exceedances", 0)
+        worst_bound = data.get("worst_bound", 0.0)
+        if bound_exceedances != 0 or worst_bound != 0.0:
+            need("bound_exceedances", (int,), "an integer >= 0")
+            need("worst_bound", (int, float), "a number >= 0")
+            if bound_exceedances < 0 or not (math.isfinite(worst_bound) and worst_bound >= 0):
+                raise StorageError(
+                    f"{where}: checkpoint members 'bound_exceedances' ({bound_exceedances!r}) "
+                    f"and 'worst_bound' ({worst_bound!r}) must be >= 0; the checkpoint is "
+                    "damaged: restore it, or start over with --overwrite"
+                )
         return cls(
             iteration=iteration,
             sampler=need("sampler", (dict,), "an object"),
@@ -197,6 +214,8 @@ class Checkpoint:
             loc_rng=optional("loc_rng"),
             truncation=optional("truncation"),
             start=optional("start"),
+            bound_exceedances=bound_exceedances,
+            worst_bound=float(worst_bound),
         )
 
 

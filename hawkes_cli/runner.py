@@ -45,6 +45,11 @@ never evict the current one; after a truncation tightening drops the cached E, t
 is recomputed at once). A resumed chain recomputes them before its first iteration (counted
 in :attr:`ChainOutcome.start_passes`, not in a draw's row), so the chain file's
 ``pair_passes`` column is the same as that of a chain never stopped.
+
+Truncation cut-off. It adapts (tightens) during the fast start and the warm-up only: from the
+first iteration after warm-up (or a resume there) it is fixed on every rank, so the target no
+longer changes; a bound above ``engine.tolerance`` is then counted (in the checkpoint and
+:class:`ChainOutcome`) and logged, not tightened.
 """
 
 from __future__ import annotations
@@ -157,6 +162,10 @@ class ChainOutcome:
     # likelihood; the subsample's apart) and the first evaluation, or a resume's recomputation
     # of the current state. With thin 1, pair_passes - start_passes = this call's rows' sum.
     start_passes: int = 0
+    # after warm-up (the truncation cut-off fixed), over the chain's whole life (checkpointed):
+    # evaluations whose truncation bound exceeded engine.tolerance, and the largest bound (nats)
+    bound_exceedances: int = 0
+    worst_bound: float = 0.0
 
     @property
     def finished(self) -> bool:
@@ -631,9 +640,11 @@ def _resume(
 ) -> tuple[SamplerState, Density]:
     """Continue from ``checkpoint``: sampler state, both random streams, truncation cut-off.
 
-    The current state's B and E are recomputed (their values are not used: the state's
-    density is the checkpoint's), so that the iterations run the passes of a chain never
-    stopped.
+    A chain resumed at or after the end of warm-up keeps the checkpoint's cut-off fixed
+    (:meth:`~hawkes_cli.distributed.ChainRank.fix_cutoff`, its counts of bounds above the
+    tolerance continued). The current state's B and E are recomputed (their values are not
+    used: the state's density is the checkpoint's), so that the iterations run the passes of a
+    chain never stopped.
     """
     setup.rng.bit_generator.state = dict(checkpoint.rng)
     state = SamplerState.from_json(checkpoint.sampler)
@@ -641,6 +652,8 @@ def _resume(
         None if checkpoint.loc_rng is None else dict(checkpoint.loc_rng),
         None if checkpoint.truncation is None else dict(checkpoint.truncation),
     )
+    if checkpoint.iteration >= setup.config.sampler.warmup:
+        likelihood.fix_cutoff(checkpoint.bound_exceedances, checkpoint.worst_bound)
     posterior.evaluate(state.theta)
     return state, Density(state.log_target, checkpoint.loglik, checkpoint.logprior)
 
@@ -703,6 +716,15 @@ class _Loop:
         stopped = False
         t0 = time.perf_counter()
         while it < sc.iterations:
+            if it >= sc.warmup and rank.adapt_cutoff:
+                # end of warm-up: the target stays the same from here on (every rank)
+                self.likelihood.fix_cutoff()
+                if rank.truncation_state() is not None:
+                    log.info(
+                        "chain %d: warm-up over; truncation cut-off fixed at %s",
+                        setup.chain_id,
+                        rank.truncation_state(),
+                    )
             self.posterior.pin(state.theta)
             if self.likelihood.boundary_stop():
                 stopped = True
@@ -736,7 +758,19 @@ class _Loop:
             rank.pair_passes,
             time.perf_counter() - t0,
             start_passes,
+            rank.bound_exceedances,
+            rank.worst_bound,
         )
+        if rank.bound_exceedances:
+            log.warning(
+                "chain %d: %d evaluation(s) after warm-up had a truncation bound above "
+                "engine.tolerance (%g nats; worst %.3g nats); their log-likelihood error may "
+                "exceed the tolerance",
+                setup.chain_id,
+                rank.bound_exceedances,
+                cfg.engine.tolerance,
+                rank.worst_bound,
+            )
         progress.write(current.loglik, writer.n_committed, "stopped" if stopped else "finished")
         if stopped:
             log.warning(
@@ -785,6 +819,8 @@ class _Loop:
             logprior=current.logprior,
             finished=iteration >= self.setup.config.sampler.iterations,
             start=self.start,
+            bound_exceedances=rank.bound_exceedances,
+            worst_bound=rank.worst_bound,
         )
         self.writer.commit(checkpoint.to_json())
 

@@ -23,7 +23,8 @@ events it drops) before adding the log prior.
 3. **Curvature and polish**: a central finite-difference Hessian and gradient on the full log
    posterior (``1 + 2 d k + 2 d (d - 1)`` calls, ``k`` the step-sizing rounds, usually 1 when a
    subsample Hessian has sized the steps), each step chosen so that the log posterior drops by
-   about ``fd_drop`` nats (robust to the engine's relative-tolerance noise and scale-free),
+   about ``fd_drop`` nats (robust to the truncated engine's bounded error, at most
+   ``engine.tolerance`` nats, and scale-free),
    then Newton steps ``theta + C g`` with ``C = (-H)^-1`` and backtracking; the Hessian is
    recomputed when a step moved more than one posterior sd.
 4. **Regularise**: eigenvalues of ``-H`` are raised to at least ``1 / max_sd^2`` so ``C`` is

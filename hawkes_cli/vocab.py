@@ -7,6 +7,8 @@ This module imports nothing of the package.
 
 from __future__ import annotations
 
+import math
+
 #: The five model parameters, in the order of every vector, table and chain file (DESIGN 2).
 PARAM_NAMES: tuple[str, ...] = ("mu0", "tau_t", "xi0", "sigma_x", "sigma_t")
 
@@ -33,11 +35,53 @@ DEFAULT_PRECISION = PRECISIONS[0]
 BACKGROUNDS: tuple[str, ...] = ("auto", "pairs")
 DEFAULT_BACKGROUND = BACKGROUNDS[0]
 
-#: Default ``engine.tolerance`` of MCMC runs: the truncated trigger with a log-likelihood within
-#: 1e-6 relative of the exact pair sum at every evaluation. 0 asks for the exact pair sum, which
-#: is the default of ``hawkes-run loglik`` (a checking tool) and of :func:`make_likelihood`.
-DEFAULT_TOLERANCE = 1e-6
+#: Default ``engine.tolerance`` of MCMC runs, in nats of log-likelihood (absolute): the
+#: truncated trigger with a log-likelihood within this many nats of the exact pair sum at every
+#: evaluation. The value is chosen from the benchmark in ``benchmarks/results/fast.*`` (errors
+#: in log-likelihood differences against the exact engine). 0 asks for the exact pair sum,
+#: which is the default of ``hawkes-run loglik`` (a checking tool) and of
+#: :func:`make_likelihood`.
+DEFAULT_TOLERANCE = 0.05
 EXACT_TOLERANCE = 0.0
+#: The smallest positive ``engine.tolerance`` (nats) accepted: values in ``(0, MIN_TOLERANCE)``
+#: are refused by :func:`tolerance_problem`, since they look like the old relative tolerance
+#: (``|ell~ - ell| <= T |ell~|``, default 1e-6); a bound that tight costs nearly the exact pair
+#: sum anyway.
+MIN_TOLERANCE = 1e-3
+
+
+def tolerance_problem(value: float, name: str = "engine.tolerance") -> str | None:
+    """Why ``value`` is not a truncation tolerance in nats, or ``None`` when it is one.
+
+    A tolerance is 0 (the exact pair sum) or a finite number >= :data:`MIN_TOLERANCE` nats of
+    log-likelihood. The one check of the config loader, :func:`make_likelihood` and
+    ``hawkes-run loglik --tolerance``.
+
+    Parameters
+    ----------
+    value
+        The tolerance given.
+    name
+        How the message names it (``"engine.tolerance"``, ``"--tolerance"``).
+    """
+    try:
+        finite = not isinstance(value, bool) and math.isfinite(value)
+    except TypeError:
+        finite = False
+    if not finite:
+        return f"{name} must be a finite number of nats >= 0 (0: exact pair sum), got {value!r}"
+    if value < 0:
+        return f"{name} must be >= 0 nats of log-likelihood (0: exact pair sum), got {value!r}"
+    if 0 < value < MIN_TOLERANCE:
+        return (
+            f"{name} is now in nats of log-likelihood (absolute), not relative to |loglik|; "
+            f"{value:g} looks like an old relative value. Use 0 for the exact pair sum or a "
+            f"value >= {MIN_TOLERANCE:g} nats (default {DEFAULT_TOLERANCE:g}); an old relative "
+            "value r corresponds to about r x |loglik| nats (|loglik| is printed by "
+            "`hawkes-run loglik`)"
+        )
+    return None
+
 
 #: Set by ``hawkes-run local`` to its pid in each chain's environment: the chain stops (commits
 #: and exits) when its parent is no longer that process.

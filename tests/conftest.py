@@ -164,15 +164,15 @@ def build_backend(
     precision: str = "float64",
     rows: tuple[int, int] | None = None,
     background: str = "auto",
-    tolerance: float = 1e-6,
+    tolerance: float = 1e-2,
     kappa: float | None = None,
     device: str | None = None,
 ):
     """One backend of ``kind`` (see :data:`BACKEND_KINDS`) on these events, built as
     ``make_likelihood`` builds it (OpenCL: one device, the events uploaded once).
 
-    ``precision`` and ``background`` apply to the OpenCL kinds, ``tolerance`` and ``kappa`` to
-    ``truncated``.
+    ``precision`` and ``background`` apply to the OpenCL kinds, ``tolerance`` (nats of
+    log-likelihood, absolute) and ``kappa`` to ``truncated``.
     """
     from hawkes_cli.engine.base import TimeStructure
 
@@ -213,7 +213,7 @@ def make_backend(backend_kind):
     current :func:`backend_kind` (:func:`build_backend`).
 
     The truncated backend starts at a cut-off (``kappa`` 25) whose bound is far below its
-    tolerance (1e-6), so it never tightens and runs the same passes as the exact ones.
+    tolerance (1e-2 nats), so it never tightens and runs the same passes as the exact ones.
     """
     defaults = {"kappa": 25.0} if backend_kind == "truncated" else {}
     return functools.partial(build_backend, backend_kind, **defaults)

@@ -120,14 +120,14 @@ def test_loglik_forced_pair_sum_background_and_truncation(sim):
     path, want, _ = sim
     proc = run(
         script("hawkes-run"), "loglik", path, "--precision", "float64", "--background", "pairs",
-        "--tolerance", "1e-6", *PARAM_ARGS, "--json",
+        "--tolerance", "0.01", *PARAM_ARGS, "--json",
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert "background: pair sum (forced" in out["path"]
-    assert "trigger: " in out["path"] and out["tolerance"] == 1e-6
+    assert "trigger: " in out["path"] and out["tolerance"] == 0.01
     assert abs(out["loglik"] - want) <= out["error_bound"] + 1e-10 * abs(want)
-    assert out["error_bound"] <= 1e-6 * abs(out["loglik"])
+    assert out["error_bound"] <= 0.01  # nats
 
 
 def test_loglik_csv_with_area_and_window(sim, csv_file):
@@ -398,14 +398,14 @@ def test_loglik_tolerance_reports_path_and_bound(sim):
     exact = json.loads(run(script("hawkes-run"), "loglik", sim[0], "--precision", "float64",
                            "--json", *PARAM_ARGS).stdout)  # fmt: skip
     proc = run(script("hawkes-run"), "loglik", sim[0], "--precision", "float64", "--tolerance",
-               "1e-6", "--json", *PARAM_ARGS)  # fmt: skip
+               "0.01", "--json", *PARAM_ARGS)  # fmt: skip
     fast = json.loads(proc.stdout)
     assert "trigger: pair sum (exact)" in exact["path"] and exact["error_bound"] == 0.0
-    assert "trigger:" in fast["path"] and fast["tolerance"] == 1e-6
+    assert "trigger:" in fast["path"] and fast["tolerance"] == 0.01
     assert abs(fast["loglik"] - exact["loglik"]) <= fast["error_bound"] + 1e-9 * abs(
         exact["loglik"]
     )
-    assert fast["error_bound"] <= 1e-6 * abs(fast["loglik"])
+    assert fast["error_bound"] <= 0.01  # nats, absolute
 
 
 def test_an_unmapped_os_error_is_one_line_naming_the_file(capsys, monkeypatch):

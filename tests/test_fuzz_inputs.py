@@ -337,12 +337,13 @@ def _config_cases() -> list[Case]:
 
 # --------------------------------------------------------------------------- family: parameters
 PARAM_ENGINES: list[tuple[str, list[str], float]] = [
-    # (name, loglik options, relative tolerance against the hand value: float64 sums of five
-    # terms agree to ~1e-15; float32 pair terms carry ~1e-7 each; truncation allows 1e-6)
+    # (name, loglik options, relative tolerance against the hand value, absolute below 1:
+    # float64 sums of five terms agree to ~1e-15; float32 pair terms carry ~1e-7 each;
+    # truncation allows 1e-3 nats on top of float32)
     ("reference", ["--engine", "reference"], 1e-9),
     ("opencl-f64", ["--engine", "opencl", "--precision", "float64"], 1e-9),
     ("opencl-f32", ["--engine", "opencl", "--precision", "float32"], 1e-5),
-    ("truncated", ["--engine", "opencl", "--tolerance", "1e-6"], 1e-5),
+    ("truncated", ["--engine", "opencl", "--tolerance", "1e-3"], 2e-3),
 ]
 EXTREMES: list[tuple[str, float]] = [
     ("tau_t", 1e-300), ("sigma_x", 1e-300), ("sigma_x", 5e-324), ("sigma_x", 1e300),

@@ -281,7 +281,7 @@ def test_truncated_chain_resumes_bit_for_bit_at_its_cutoff(tmp_path, events, kin
     checkpoint's kappa (not at the tolerance's starting value). The tiered kind starts with
     the fast start, whose full evaluations already tighten the cut-off here (the mode has a
     short tau_t, where the background is spiky)."""
-    trunc = {"engine__tolerance": 1e-6, **(TIERED if kind == "tiered" else {})}
+    trunc = {"engine__tolerance": 1e-2, **(TIERED if kind == "tiered" else {})}
     ref = load_config(write_config(tmp_path, events, "tref", **trunc))
     run_chain(ref, 0)
     cfg = load_config(write_config(tmp_path, events, "tstop", **trunc))
@@ -289,7 +289,7 @@ def test_truncated_chain_resumes_bit_for_bit_at_its_cutoff(tmp_path, events, kin
     assert out.stopped
     target = RunDir(cfg.output.run_dir).chain_path(0)
     side = read_sidecar(target)
-    kappa0 = initial_kappa(1e-6)
+    kappa0 = initial_kappa(1e-2)
     assert side["checkpoint"]["truncation"]["kappa"] >= kappa0
     out = run_chain(cfg, 0)
     assert out.finished
@@ -312,13 +312,14 @@ def test_truncated_chain_resumes_bit_for_bit_at_its_cutoff(tmp_path, events, kin
 
 
 @pytest.mark.mpi
-@pytest.mark.parametrize("tolerance", [0.0, 1e-6])
+@pytest.mark.parametrize("tolerance", [0.0, 1e-2])
 def test_mpi_ranks_give_the_serial_chain(tmp_path, events, tolerance):
     """Exact, and with the truncated trigger (collective tightening, work-balanced rows).
 
     Truncated row blocks are formed within a rank's rows, so what is summed exactly (not what
-    is bounded) depends on the split: the log-likelihoods agree within the tolerance, not to
-    rounding; the accept decisions, hence the draws, coincide."""
+    is bounded) depends on the split: the log-likelihoods agree within twice the tolerance
+    (nats; each is within it of the exact value), not to rounding; the accept decisions, hence
+    the draws, coincide."""
     ser = load_config(write_config(tmp_path, events, "serial", engine__tolerance=tolerance))
     run_chain(ser, 0)
     path = write_config(
@@ -330,7 +331,7 @@ def test_mpi_ranks_give_the_serial_chain(tmp_path, events, tolerance):
     a, b = draws(ser.output.run_dir), draws(load_config(path).output.run_dir)
     for name in (*PARAM_NAMES, "iteration", "accepted"):
         np.testing.assert_array_equal(b[name], a[name], err_msg=name)
-    np.testing.assert_allclose(b["loglik"], a["loglik"], rtol=max(tolerance, 1e-12))
+    np.testing.assert_allclose(b["loglik"], a["loglik"], rtol=1e-12, atol=2 * tolerance)
 
 
 def test_local_runs_all_chains_then_resumes_nothing(tmp_path, events):

@@ -26,6 +26,7 @@ from ..vocab import (
     ENGINES,
     EXACT_TOLERANCE,
     LAUNCHERS,
+    MIN_TOLERANCE,
     MODELS,
     PARAM_NAMES,
     PRECISIONS,
@@ -204,8 +205,8 @@ tolerance_option: Decorator = click.option(
     type=float,
     default=EXACT_TOLERANCE,
     show_default=True,
-    help="Relative log-likelihood error allowed from truncating the trigger (OpenCL; "
-    "bound checked at every evaluation); 0: exact pair sum.",
+    help="Log-likelihood error allowed from truncating the trigger, in nats (absolute; OpenCL; "
+    f"bound checked at every evaluation); 0: exact pair sum, else >= {MIN_TOLERANCE:g}.",
 )
 
 background_option: Decorator = click.option(

@@ -13,6 +13,7 @@ from typing import Any
 import click
 
 from ..errors import HawkesError, UsageError
+from ..vocab import tolerance_problem
 from . import cluster_cmds
 from .options import (
     CONTEXT_SETTINGS,
@@ -89,6 +90,9 @@ def loglik_cmd(
     from ..model import parse_param_items
     from ..parallel import world_comm
 
+    problem = tolerance_problem(tolerance, "--tolerance")
+    if problem is not None:
+        raise UsageError(problem)
     p = parse_param_items(params)
     comm = world_comm()
     data = load_events(events, need_density=(model == "2"))
@@ -137,7 +141,9 @@ def loglik_cmd(
         click.echo(f"n        {data.n}")
         click.echo(f"path     {path}")
         if tolerance > 0:
-            click.echo(f"bound    |error| <= {ev.error_bound:.3g} (tolerance {tolerance:g})")
+            click.echo(
+                f"bound    |error| <= {ev.error_bound:.3g} nats (tolerance {tolerance:g} nats)"
+            )
 
 
 def _resolve_area(area: float | None, attrs: dict[str, Any], source: Path) -> float:

@@ -10,7 +10,7 @@ else has a default. An example::
                resample_every: 0, target_accept: null, initial: auto, initial_scale: 0.1,
                n_cheap: 10, jump_prob: 0.2, start_subsample: 20000}
     chains:   {count: 30, gpus_per_chain: 4, chains_per_node: 2, gpus_per_node: 8}
-    engine:   {backend: opencl, precision: float32, device: null, tolerance: 1.0e-6,
+    engine:   {backend: opencl, precision: float32, device: null, tolerance: 0.05,
                background: auto}
     output:   {run_dir: runs/covid-m1, commit_every: 100}
     slurm:    {partition: gpu, time: "24:00:00", account: null, qos: null, extra: {},

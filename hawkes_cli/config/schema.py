@@ -202,10 +202,13 @@ class EngineConfig:
     device
         OpenCL device spec (``"P:D"``, ``"gpu"``, ``"cpu"``, a name fragment) or ``None``.
     tolerance
-        Relative error allowed in the log-likelihood from truncating the trigger, in [0, 1):
-        0 is the exact pair sum; ``T > 0`` skips pair terms that are provably negligible and
-        guarantees ``|ell~ - ell| <= T |ell~|`` at every evaluation (see
-        :mod:`hawkes_cli.engine.truncated`; the reference backend is always exact).
+        Error allowed in the log-likelihood from truncating the trigger, in nats (absolute):
+        0 is the exact pair sum; ``T >= MIN_TOLERANCE`` (:data:`~hawkes_cli.vocab.MIN_TOLERANCE`)
+        skips pair terms that are provably negligible and guarantees ``|ell~ - ell| <= T`` at
+        every evaluation (see :mod:`hawkes_cli.engine.truncated`; the reference backend is
+        always exact). The cut-off adapts during warm-up only; after it, a bound above ``T``
+        is reported, not tightened. Values in ``(0, MIN_TOLERANCE)`` are refused as old
+        relative tolerances (:func:`~hawkes_cli.vocab.tolerance_problem`).
     background
         ``"auto"``: the background once per distinct time (exact; cheap on a day lattice);
         ``"pairs"``: force the plain pair sum over all events (OpenCL; to check the former).
@@ -218,7 +221,7 @@ class EngineConfig:
     )
     tolerance: float = field(
         default=DEFAULT_TOLERANCE,
-        metadata=number(ge=0, lt=1, hint=" (0: exact pair sum; e.g. 1e-6)"),
+        metadata=number(ge=0, hint=" (nats of log-likelihood; 0: exact pair sum)"),
     )
     background: str = field(default=DEFAULT_BACKGROUND, metadata=choice(BACKGROUNDS))
 

@@ -5,7 +5,8 @@ is read by its :class:`~.spec.KeySpec` (absent or ``null`` takes the field's def
 spec cannot say stays in small functions here: the keys with their own reader
 (``sampler.initial``, ``slurm.time``, ``slurm.extra``), the priors, and the checks that span
 keys (``data.events`` required, the default ``output.run_dir``, ``warmup < iterations``, the
-chains' placement, ``signal_seconds`` within ``time``).
+chains' placement, ``signal_seconds`` within ``time``, ``engine.tolerance`` in nats, not an
+old relative value).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from ..priors import Prior, parse_priors
-from ..vocab import PARAM_NAMES
+from ..vocab import PARAM_NAMES, tolerance_problem
 from .reader import SectionReader, is_number, resolve_path, suggest
 from .schema import INITIAL_AUTO, KEYS, SECTION_TYPES
 from .slurm_options import OWN_OPTIONS, SBATCH_OPTION_RE, slurm_time_seconds
@@ -149,6 +150,12 @@ def _check_sampler(values: dict[str, Any], sec: SectionReader, stem: str) -> Non
         )
 
 
+def _check_engine(values: dict[str, Any], sec: SectionReader, stem: str) -> None:
+    problem = tolerance_problem(values["tolerance"], f"{sec.name}.tolerance")
+    if problem is not None:
+        raise ConfigError(f"{sec.where}: {problem}")
+
+
 def _check_chains(values: dict[str, Any], sec: SectionReader, stem: str) -> None:
     per_chain, per_node = values["gpus_per_chain"], values["gpus_per_node"]
     chains_per_node = values["chains_per_node"]
@@ -220,6 +227,7 @@ _CHECKS: dict[str, Callable[[dict[str, Any], SectionReader, str], None]] = {
     "data": _check_data,
     "sampler": _check_sampler,
     "chains": _check_chains,
+    "engine": _check_engine,
     "output": _check_output,
     "slurm": _check_slurm,
 }

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -97,6 +98,9 @@ class ChainRead:
         Fraction of accepted proposals after burn-in, or None.
     iterations_done, finished
         The chain's progress.
+    bound_exceedances, worst_bound
+        From the checkpoint: evaluations after warm-up whose truncation bound exceeded
+        ``engine.tolerance``, and the largest bound (nats); 0 when none was recorded.
     """
 
     chain_id: int
@@ -111,6 +115,8 @@ class ChainRead:
     acceptance: float | None
     iterations_done: int
     finished: bool
+    bound_exceedances: int = 0
+    worst_bound: float = 0.0
 
     @property
     def used(self) -> bool:
@@ -181,6 +187,15 @@ def _progress(
     return done, bool(checkpoint.get("finished", planned > 0 and done >= planned))
 
 
+def _bound_report(checkpoint: Mapping[str, Any]) -> dict[str, Any]:
+    """The checkpoint's counts of truncation bounds above the tolerance after warm-up."""
+    count, worst = checkpoint.get("bound_exceedances"), checkpoint.get("worst_bound")
+    if not isinstance(count, int) or isinstance(count, bool) or count <= 0:
+        return {}
+    ok = isinstance(worst, int | float) and not isinstance(worst, bool)
+    return {"bound_exceedances": count, "worst_bound": float(worst) if ok else math.nan}
+
+
 def read_chain_file(path: Path, options: DiagnoseOptions) -> ChainRead:
     """Read one chain file's committed draws and apply burn-in and thinning."""
     from ..storage import read_chain
@@ -211,6 +226,7 @@ def read_chain_file(path: Path, options: DiagnoseOptions) -> ChainRead:
         acceptance=acceptance,
         iterations_done=done,
         finished=finished,
+        **_bound_report(cd.checkpoint or {}),
     )
 
 

@@ -107,8 +107,8 @@ class Verdict:
     message
         One line for a person: what, where, what to do.
     code
-        Machine-readable kind: ``rhat``, ``ess``, ``stuck``, ``nonfinite``, ``short``, ``prefix``,
-        ``excluded``, ``one_chain``, ``too_few``, ``time_unit``, ``crs``, ``config``.
+        Machine-readable kind: ``rhat``, ``ess``, ``stuck``, ``nonfinite``, ``bound``, ``short``,
+        ``prefix``, ``excluded``, ``one_chain``, ``too_few``, ``time_unit``, ``crs``, ``config``.
     chain
         The chain concerned, if any.
     parameter

@@ -126,6 +126,22 @@ def _stuck(c: ChainRead) -> list[Verdict]:
     ]
 
 
+def _bound(c: ChainRead) -> list[Verdict]:
+    if not c.bound_exceedances:
+        return []
+    return [
+        Verdict(
+            "warn",
+            f"chain {c.chain_id}: {c.bound_exceedances} evaluation(s) after warm-up had a "
+            f"truncation bound above engine.tolerance (worst {c.worst_bound:.3g} nats): the "
+            "cut-off is fixed after warm-up; a longer sampler.warmup lets it adapt to more of "
+            "the posterior, engine.tolerance: 0 is exact",
+            "bound",
+            chain=c.chain_id,
+        )
+    ]
+
+
 def _lengths(used: Sequence[ChainRead], common: int) -> list[Verdict]:
     out = []
     lengths = {c.chain_id: int(c.iterations.size) for c in used}
@@ -156,12 +172,14 @@ def _lengths(used: Sequence[ChainRead], common: int) -> list[Verdict]:
 
 
 def chain_verdicts(chains: Sequence[ChainRead], draws: Draws) -> list[Verdict]:
-    """Findings about the chains: NaN/inf draws, stuck chains, short chains, a single chain."""
+    """Findings about the chains: NaN/inf draws, stuck chains, truncation bounds above the
+    tolerance after warm-up, short chains, a single chain."""
     used = [c for c in chains if c.used]
     out: list[Verdict] = []
     for c in used:
         out += _nonfinite(c, draws.param_names)
         out += _stuck(c)
+        out += _bound(c)
     out += _lengths(used, draws.common_draws)
     if len(used) == 1:
         out.append(

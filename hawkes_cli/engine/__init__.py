@@ -28,6 +28,7 @@ from ..vocab import (
     DEFAULT_PRECISION,
     ENGINES,
     EXACT_TOLERANCE,
+    tolerance_problem,
 )
 from .base import BoundedPairBackend, Evaluation, Likelihood, PairBackend, TimeStructure
 
@@ -86,13 +87,14 @@ def make_likelihood(
     window_end
         End ``T`` of the observation window (default: the last event time).
     tolerance
-        Relative bound on the log-likelihood error from truncating the trigger
-        (:mod:`hawkes_cli.engine.truncated`): :data:`~hawkes_cli.vocab.EXACT_TOLERANCE` (0,
-        the default here, as for ``hawkes-run loglik``) is the exact pair sum; ``T > 0``
-        guarantees ``|ell~ - ell| <= T |ell~|`` for every evaluation (OpenCL only; the
-        reference engine is always exact and ignores it). MCMC runs pass their config's
-        ``engine.tolerance``, whose default is :data:`~hawkes_cli.vocab.DEFAULT_TOLERANCE`
-        (1e-6).
+        Bound on the log-likelihood error from truncating the trigger, in nats (absolute;
+        :mod:`hawkes_cli.engine.truncated`): :data:`~hawkes_cli.vocab.EXACT_TOLERANCE` (0,
+        the default here, as for ``hawkes-run loglik``) is the exact pair sum; ``T >=``
+        :data:`~hawkes_cli.vocab.MIN_TOLERANCE` guarantees ``|ell~ - ell| <= T`` for every
+        evaluation (OpenCL only; the reference engine is always exact and ignores it; see
+        :attr:`Likelihood.adapt_cutoff` for when the cut-off may change). MCMC runs pass
+        their config's ``engine.tolerance``, whose default is
+        :data:`~hawkes_cli.vocab.DEFAULT_TOLERANCE`.
     balance
         ``(sigma_x, sigma_t)`` at which to estimate the truncated work per row when splitting
         rows over ranks (``tolerance > 0`` and ``comm.size > 1``; e.g. the initial values);
@@ -123,8 +125,9 @@ def make_likelihood(
         raise UsageError(
             f"model 2 needs a 'density' column in {data.source}; add it or use --model 1"
         )
-    if not (math.isfinite(tolerance) and 0.0 <= tolerance < 1.0):
-        raise UsageError(f"tolerance must be in [0, 1), got {tolerance!r}")
+    problem = tolerance_problem(tolerance, "tolerance")
+    if problem is not None:
+        raise UsageError(problem)
     if background not in BACKGROUNDS:
         raise UsageError(f"background must be one of {', '.join(BACKGROUNDS)}, got {background!r}")
     ts = TimeStructure.from_times(data.time)

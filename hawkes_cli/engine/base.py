@@ -13,8 +13,11 @@ reduction over rows and ranks. It caches B and E by the parameters they depend o
 change of ``mu0`` or ``xi0`` alone costs O(N) and no pair pass.
 
 A backend may omit trigger terms if it bounds what it omits: such a backend subclasses
-:class:`BoundedPairBackend`, and :class:`Likelihood` then enforces its ``tolerance`` on every
-evaluation and checkpoints its cut-off.
+:class:`BoundedPairBackend`, and :class:`Likelihood` then checks its ``tolerance`` (nats of
+log-likelihood, absolute) on every evaluation and checkpoints its cut-off. The cut-off adapts
+(tightens) only while :attr:`Likelihood.adapt_cutoff` is true: the fast start and the warm-up
+of a chain. After it, the target must not change mid-chain: a bound above the tolerance is
+reported (a WARNING and :attr:`Likelihood.bound_exceedances`), not tightened.
 """
 
 from __future__ import annotations
@@ -148,7 +151,8 @@ class BoundedPairBackend(ABC):
     Attributes
     ----------
     tolerance : float
-        Relative bound on ``|ell~ - ell| / |ell~|`` to enforce on every evaluation (> 0).
+        Bound on ``|ell~ - ell|`` in nats of log-likelihood (absolute) to check on every
+        evaluation (> 0).
     """
 
     tolerance: float
@@ -212,8 +216,24 @@ class Likelihood:
         The tie structure of ``time``, when already built (as by
         :func:`~hawkes_cli.engine.make_likelihood`); built here otherwise.
 
-    A backend that subclasses :class:`BoundedPairBackend` has its tolerance enforced by
+    A backend that subclasses :class:`BoundedPairBackend` has its tolerance checked by
     :meth:`evaluate` and its cut-off kept by :meth:`truncation_state`.
+
+    Attributes
+    ----------
+    adapt_cutoff : bool
+        Whether :meth:`evaluate` may tighten a bounded backend's cut-off when the realised
+        bound exceeds its tolerance (True, the default: the fast start and the warm-up). The
+        runner sets it False on every rank at the end of warm-up (and when a chain resumes
+        past it), so the target stays the same for the rest of the chain; a bound above the
+        tolerance is then counted and logged instead.
+    bound_exceedances : int
+        Evaluations, while not adapting, whose realised bound exceeded the tolerance (the same
+        on every rank: the bound is reduced over ranks).
+    worst_bound : float
+        The largest realised bound (nats) of an evaluation while not adapting (0 before).
+    tightenings : int
+        Times the cut-off was tightened.
     """
 
     def __init__(
@@ -246,6 +266,10 @@ class Likelihood:
         self.background_cache_size = _B_CACHE_SIZE
         """B arrays kept, the pinned one included (>= 2; each is this rank's rows in float64).
         """
+        self.adapt_cutoff = True
+        self.bound_exceedances = 0
+        self.worst_bound = 0.0
+        self._warned_bound = 0.0  # the bound of the last WARNING (one per doubling)
         self.tightenings = 0
         self.background_passes = 0
         self.trigger_passes = 0
@@ -354,8 +378,10 @@ class Likelihood:
         """Full evaluation (collective over ``comm``): log-likelihood and this rank's parts.
 
         With a bounded (truncating) backend, the realised error bound is reduced over ranks
-        and, while it exceeds ``backend.tolerance * |loglik|``, the backend is tightened and
-        the trigger recomputed (every rank takes the same decision from the same sums).
+        and compared with ``backend.tolerance`` (nats). While :attr:`adapt_cutoff` is true and
+        the bound exceeds it, the backend is tightened and the trigger recomputed (every rank
+        takes the same decision from the same sums). Otherwise a bound above the tolerance is
+        counted in :attr:`bound_exceedances` and logged (see :meth:`_exceeded`).
         """
         bounded = self._bounded
         while True:
@@ -364,20 +390,42 @@ class Likelihood:
             if bounded is None:
                 return Evaluation(loglik=ll, B=B, E=E)
             bound = self.comm.allreduce_sum(bound)
-            allowed = bounded.tolerance * abs(ll)
-            if bound <= allowed or not math.isfinite(ll):
+            tolerance = bounded.tolerance
+            if not self.adapt_cutoff and math.isfinite(ll):
+                self.worst_bound = max(self.worst_bound, bound)
+                if bound > tolerance:
+                    self._exceeded(bound, tolerance)
+            if bound <= tolerance or not math.isfinite(ll) or not self.adapt_cutoff:
                 return Evaluation(loglik=ll, B=B, E=E, error_bound=bound)
-            excess = bound / allowed if allowed > 0 else math.inf
+            excess = bound / tolerance if tolerance > 0 else math.inf
             if not bounded.tighten(excess):
                 log.warning(
-                    "truncation bound %.3g exceeds tolerance x |loglik| = %.3g and cannot "
-                    "be tightened further",
+                    "truncation bound %.3g nats exceeds the tolerance %.3g nats and cannot be "
+                    "tightened further",
                     bound,
-                    allowed,
+                    tolerance,
                 )
                 return Evaluation(loglik=ll, B=B, E=E, error_bound=bound)
             self.tightenings += 1
             self._e_cache.clear()  # computed at the looser cut-off
+
+    def _exceeded(self, bound: float, tolerance: float) -> None:
+        """Count a bound above the tolerance while the cut-off is fixed; log a WARNING (rank
+        0) the first time and whenever the bound reaches twice the one last logged."""
+        self.bound_exceedances += 1
+        if bound < 2.0 * self._warned_bound:
+            return
+        self._warned_bound = bound
+        if self.comm.rank == 0:
+            log.warning(
+                "truncation bound %.3g nats exceeds engine.tolerance %.3g nats after warm-up "
+                "(%d evaluation(s) so far): the cut-off is fixed after warm-up, so the "
+                "log-likelihood error may exceed the tolerance there; a longer sampler.warmup "
+                "lets the cut-off adapt to more of the posterior",
+                bound,
+                tolerance,
+                self.bound_exceedances,
+            )
 
     def loglik(self, p: Params) -> float:
         """The log-likelihood ``ell`` of DESIGN section 2 (collective over ``comm``)."""
@@ -387,8 +435,8 @@ class Likelihood:
         """Per-event ``B`` and ``E`` of ``p`` for all N events, in row order (collective).
 
         ``lambda_n = mu0 * B_n + xi0 * E_n`` exactly as :meth:`loglik` uses them (a truncating
-        backend's ``E`` is its truncated sum, at a cut-off meeting its tolerance). Each rank's
-        rows are gathered over ``comm``, so every rank returns the whole arrays.
+        backend's ``E`` is its truncated sum, at the cut-off :meth:`evaluate` settled on).
+        Each rank's rows are gathered over ``comm``, so every rank returns the whole arrays.
 
         Returns
         -------
