@@ -167,6 +167,20 @@ class BoundedPairBackend(ABC):
         """Omit less from now on (the realised bound was ``excess`` times the tolerance);
         False if nothing more can be done."""
 
+    #: Whether the cut-off is settled for this data (by :meth:`calibrate`, a given cut-off or
+    #: a restored checkpoint); :class:`Likelihood` calibrates once before its first evaluation
+    #: otherwise.
+    calibrated: bool = True
+
+    def calibrate(
+        self, sigma_x: float, sigma_t: float, base: np.ndarray, xi0: float, comm: Comm
+    ) -> float:
+        """Choose the cut-off for this data before the first evaluation (collective over
+        ``comm``); ``base`` is ``mu0 * B`` of the rows, shape (rows,). The default keeps the
+        current one. Returns a number describing the cut-off (e.g. ``kappa``)."""
+        self.calibrated = True
+        return math.nan
+
     @abstractmethod
     def cutoff_state(self) -> dict[str, float]:
         """The cut-off as a JSON-able dict (part of a chain's checkpoint), e.g.
@@ -381,9 +395,22 @@ class Likelihood:
         and compared with ``backend.tolerance`` (nats). While :attr:`adapt_cutoff` is true and
         the bound exceeds it, the backend is tightened and the trigger recomputed (every rank
         takes the same decision from the same sums). Otherwise a bound above the tolerance is
-        counted in :attr:`bound_exceedances` and logged (see :meth:`_exceeded`).
+        counted in :attr:`bound_exceedances` and logged (see :meth:`_exceeded`). Before the
+        first evaluation of a backend whose cut-off is not settled (and while adapting), the
+        backend calibrates it from a probe (:meth:`BoundedPairBackend.calibrate`).
         """
         bounded = self._bounded
+        if (
+            bounded is not None
+            and not bounded.calibrated
+            and self.adapt_cutoff
+            and out_of_range(p) is None
+        ):
+            # the first evaluation: predict the cut-off from a probe instead of tightening
+            # from a guess over several full passes
+            base = p.mu0 * self._background(p.tau_t)
+            bounded.calibrate(p.sigma_x, p.sigma_t, base, p.xi0, self.comm)
+            self._e_cache.clear()
         while True:
             part, B, E, bound = self._local(p)
             ll = self.comm.allreduce_sum(part)

@@ -30,14 +30,16 @@ BLOCK_ROWS = 16
 KAPPA_FLOOR = 1.0
 
 
-def initial_kappa(tolerance: float) -> float:
-    """Starting cut-off exponent for a relative ``tolerance`` (> 0), dimensionless.
+def initial_kappa(tolerance: float, n: int, dmax: float = 1.0) -> float:
+    """First guess of the cut-off exponent for ``n`` events and a ``tolerance`` in nats (> 0).
 
-    Each row's bound is about ``exp(-kappa)`` times a local temporal sum, so the realised
-    relative bound is about ``C exp(-kappa)``; this start assumes ``C`` near ``e^1.5`` (city-like
-    data at the paper's lengthscales) and the likelihood tightens it where ``C`` is larger.
+    A row whose rate is mostly its own triggering omits about ``exp(-kappa)`` of it (relative),
+    so ``n`` such rows cost about ``n exp(-kappa)`` nats; a level of density up to ``dmax`` is
+    cut at ``kappa`` (:func:`level_kappas`) and weighs its terms by up to ``dmax``. The
+    truncated backend's :meth:`~hawkes_cli.engine.truncated.TruncatedBackend.calibrate` probes
+    around this guess; it also sizes the grid of the MPI row balance.
     """
-    return math.log(1.0 / tolerance) + 1.5
+    return math.log(max(n, 2) * max(dmax, 1.0) / tolerance)
 
 
 def temporal_sums(time: np.ndarray, weight: np.ndarray, lo: np.ndarray, sigma_t: float):
@@ -295,7 +297,8 @@ def truncated_row_cost(
     y = np.asarray(y, dtype=np.float64)
     level, r_unit = source_levels(density, t.size)
     nlevels = int(level.max()) + 1
-    kappa = level_kappas(initial_kappa(tolerance), level_bands(density, level, nlevels)[1])
+    ceil = level_bands(density, level, nlevels)[1]
+    kappa = level_kappas(initial_kappa(tolerance, t.size, float(ceil.max())), ceil)
     index = build_index(x, y, level, nlevels, r_unit, sigma_x, kappa)
     lo = (TimeStructure.from_times(t) if times is None else times).lo
     work = visited_counts(

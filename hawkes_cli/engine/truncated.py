@@ -73,8 +73,9 @@ from typing import Any
 
 import numpy as np
 
+from ..parallel import Comm, SerialComm
 from ..vocab import DEFAULT_BACKGROUND, DEFAULT_TOLERANCE
-from .base import BoundedPairBackend
+from .base import LAMBDA_FLOOR, BoundedPairBackend
 from .device import VEC, DeviceEvents
 from .grid import (
     EXP_SPAN,
@@ -101,6 +102,27 @@ _SAFETY = 1.0 + 1e-8  # rounding of the bound's own arithmetic (prefix sums, exp
 _INDEX_CACHE = 2
 _BLOCK_WIDTH = 8.0  # longest time span of a row block, in units of sigma_t
 _REACH = 1.5  # row blocks bound cells up to this many cut-off radii exactly, beyond by S_n
+_CALIBRATION_TARGET = 0.5  # calibrate() aims at this fraction of the tolerance
+_CALIBRATION_LADDER = np.arange(-4.0, 10.0, 2.0)  # probed cut-offs, around the first guess
+_CALIBRATION_BLOCKS = 256  # at least this many row blocks in the probe (all if fewer)
+_CALIBRATION_STEP = 0.25  # a correction of the probe's kappa below this is not worth an index
+
+
+def _solve_ladder(ladder: np.ndarray, bounds: np.ndarray, target: float) -> float:
+    """Smallest ``kappa`` where the log-linear interpolation of ``bounds`` (probed at the
+    increasing ``ladder``) reaches ``target``; extrapolated with the end slopes (at least 1 per
+    unit of kappa, the ``exp(-kappa)`` rule) beyond the ladder."""
+    logb = np.log(np.maximum(bounds, 1e-300))
+    goal = math.log(target)
+    if logb[0] <= goal:  # already met at the bottom: extrapolate down (no lower than 1)
+        slope = max((logb[0] - logb[1]) / (ladder[1] - ladder[0]), 1.0)
+        return float(max(ladder[0] - (goal - logb[0]) / slope, 1.0))
+    for i in range(1, ladder.size):
+        if logb[i] <= goal:
+            frac = (logb[i - 1] - goal) / max(logb[i - 1] - logb[i], 1e-300)
+            return float(ladder[i - 1] + frac * (ladder[i] - ladder[i - 1]))
+    slope = max((logb[-2] - logb[-1]) / (ladder[-1] - ladder[-2]), 1.0)
+    return float(min(ladder[-1] + (logb[-1] - goal) / slope, _KAPPA_MAX))
 
 
 class TruncatedBackend(BoundedPairBackend):
@@ -151,7 +173,8 @@ class TruncatedBackend(BoundedPairBackend):
         self.model = model
         self.precision = events.precision
         self.tolerance = float(tolerance)
-        self.kappa = initial_kappa(tolerance) if kappa is None else float(kappa)
+        # calibrate() replaces this first guess at the first evaluation unless a kappa is given
+        self.calibrated = kappa is not None
         self.row_start, self.row_stop = self.exact.row_start, self.exact.row_stop
         prog = events.program(truncated=True)
         self._k_prefix = cl.Kernel(prog, "cell_prefix")
@@ -175,6 +198,9 @@ class TruncatedBackend(BoundedPairBackend):
         floor, self._ceil = level_bands(
             events.density if model == 2 else None, self._level, self.nlevels
         )
+        if kappa is None:
+            kappa = initial_kappa(self.tolerance, n, float(self._ceil.max()))
+        self.kappa = float(kappa)
         self._buf_dlo = events.upload(floor)
 
         events.keep_float64_copies()
@@ -201,8 +227,9 @@ class TruncatedBackend(BoundedPairBackend):
         return {"kappa": float(self.kappa)}
 
     def restore_cutoff(self, state: Mapping[str, Any]) -> None:
-        """Continue at the cut-off of :meth:`cutoff_state`."""
+        """Continue at the cut-off of :meth:`cutoff_state` (no calibration any more)."""
         self.kappa = float(state["kappa"])
+        self.calibrated = True
 
     # ------------------------------------------------------------------ setup
     @property
@@ -247,13 +274,13 @@ class TruncatedBackend(BoundedPairBackend):
             sigma_x,
             self.level_kappa,
         )
-        bufs = self._upload_index(index)
+        bufs = self._upload_index(index, self.kappa)
         self._index_cache[key] = (index, bufs)
         while len(self._index_cache) > _INDEX_CACHE:
             self._index_cache.popitem(last=False)
         return index, bufs
 
-    def _upload_index(self, index: GridIndex) -> dict:
+    def _upload_index(self, index: GridIndex, kappa: float) -> dict:
         real = self.events.real
         o = index.order
 
@@ -284,20 +311,21 @@ class TruncatedBackend(BoundedPairBackend):
             "cbeg": self.events.upload(index.cell_begin),
             "loff": self.events.upload(index.level_offset),
             "hs": self.events.upload(index.h),
-            "kl": self.events.upload(self.level_kappa),
+            "kl": self.events.upload(level_kappas(kappa, self._ceil)),
             "pre": self.events.output(8 * (self.n + index.cell_key.size + 1), read=True),
             "pre16": self.events.output(16 * 8 * (self.n + index.cell_key.size + 1), read=True),
             "pre_sigma_t": None,
         }
 
-    def _far(self, sigma_t: float, factor: float) -> np.ndarray:
+    def _far(self, sigma_t: float, factor: float, kappa: float) -> np.ndarray:
         """``sum_{m < lo_n} exp(-factor kappa_l(m)) w_m exp(-(t_n - t_m) / sigma_t)`` for this
-        backend's rows, shape (rows,), float64 (:func:`~hawkes_cli.engine.grid.temporal_sums`
-        with per-source weights; cached by ``(sigma_t, kappa, factor)``)."""
-        key = (sigma_t, self.kappa, factor)
+        backend's rows at the cut-off ``kappa``, shape (rows,), float64
+        (:func:`~hawkes_cli.engine.grid.temporal_sums` with per-source weights; cached by
+        ``(sigma_t, kappa, factor)``)."""
+        key = (sigma_t, kappa, factor)
         hit = self._s_cache.get(key)
         if hit is None:
-            w = self._w * np.exp(-factor * self.level_kappa)[self._level]
+            w = self._w * np.exp(-factor * level_kappas(kappa, self._ceil))[self._level]
             s = temporal_sums(self._t, w, self._lo, sigma_t)
             hit = s[self.row_start : self.row_stop]
             self._s_cache[key] = hit
@@ -338,56 +366,51 @@ class TruncatedBackend(BoundedPairBackend):
         self.trigger_path = f"truncation (kappa {kappa:.3g})"
         if nrows == 0:
             return np.empty(0), np.empty(0)
-        cl = self._cl
         index, b = self._build_index(sigma_x)
+        blocks, nblocks = self._blocks(index, sigma_x, sigma_t)
+        return self._bounded_pass(index, b, blocks, nblocks, b["kl"], kappa, sigma_x, sigma_t)
+
+    def _bounded_pass(
+        self,
+        index: GridIndex,
+        b: dict,
+        blocks: Any,
+        nblocks: int,
+        kl: Any,
+        kappa: float,
+        sigma_x: float,
+        sigma_t: float,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Run the row-block kernel on ``blocks`` (a device buffer of ``nblocks`` x 16 rows) of
+        ``index`` at the cut-off ``kappa`` (per-level exponents in the device buffer ``kl``).
+
+        Returns (E~, omega) for this backend's rows, each shape (rows,), float64; rows in no
+        block hold stale values.
+        """
+        cl = self._cl
         ncells = index.cell_key.size
         exp_mode = self._span / sigma_t <= EXP_SPAN
         t0 = float(self._t[0])
         if b["pre_sigma_t"] != sigma_t:
-            self._k_prefix(
-                self.queue,
-                (max(ncells, 1),),
-                None,
-                b["std"],
-                b["swd"],
-                b["cbeg"],
-                np.int32(ncells),
-                np.float64(t0),
-                np.float64(1.0 / sigma_t),
-                np.int32(exp_mode),
-                b["pre"],
-            )
-            self._k_prefix16(
-                self.queue,
-                (max(ncells, 1),),
-                None,
-                b["std"],
-                b["swd"],
-                b["sq"],
-                b["cbeg"],
-                np.int32(ncells),
-                np.float64(t0),
-                np.float64(1.0 / sigma_t),
-                np.int32(exp_mode),
-                b["pre16"],
-            )
+            for k, extra, out in (
+                (self._k_prefix, (), b["pre"]),
+                (self._k_prefix16, (b["sq"],), b["pre16"]),
+            ):
+                k(
+                    self.queue,
+                    (max(ncells, 1),),
+                    None,
+                    b["std"],
+                    b["swd"],
+                    *extra,
+                    b["cbeg"],
+                    np.int32(ncells),
+                    np.float64(t0),
+                    np.float64(1.0 / sigma_t),
+                    np.int32(exp_mode),
+                    out,
+                )
             b["pre_sigma_t"] = sigma_t
-        norm = 1.0 / (2.0 * math.pi * sigma_x * sigma_x * sigma_t)
-        self._run_blocks(index, b, sigma_x, sigma_t, exp_mode, t0)
-        cl.enqueue_copy(self.queue, self._e_host, self._buf_e)
-        cl.enqueue_copy(self.queue, self._tail_host, self._buf_tail)
-        cl.enqueue_copy(self.queue, self._ring_host, self._buf_ring)
-        e = self._e_host * (2.0**-self.events.shift * norm)
-        if exp_mode:  # tail + ring + beyond the reach
-            rest = self._ring_host + self._far(sigma_t, _REACH**2)
-        else:  # tail; ring and beyond together
-            rest = self._far(sigma_t, 1.0)
-        omega = norm * (self._tail_host + rest) * _SAFETY
-        return e, omega
-
-    def _run_blocks(self, index: GridIndex, b: dict, sigma_x, sigma_t, exp_mode, t0) -> None:
-        """Launch the row-block kernel for this backend's rows."""
-        blocks, nblocks = self._blocks(index, sigma_x, sigma_t)
         ev = self.events
         real = ev.real
         # one block per work-group on CPUs (PoCL schedules work-groups dynamically over the
@@ -420,8 +443,8 @@ class TruncatedBackend(BoundedPairBackend):
             np.int32(self.row_start),
             real(LOG2E / sigma_t),
             real(LOG2E / (2.0 * sigma_x * sigma_x)),
-            real(self.events.shift),
-            b["kl"],
+            real(ev.shift),
+            kl,
             np.float64(sigma_t),
             np.float64(1.0 / (2.0 * sigma_x * sigma_x)),
             np.float64(t0),
@@ -431,6 +454,17 @@ class TruncatedBackend(BoundedPairBackend):
             self._buf_tail,
             self._buf_ring,
         )
+        cl.enqueue_copy(self.queue, self._e_host, self._buf_e)
+        cl.enqueue_copy(self.queue, self._tail_host, self._buf_tail)
+        cl.enqueue_copy(self.queue, self._ring_host, self._buf_ring)
+        norm = 1.0 / (2.0 * math.pi * sigma_x * sigma_x * sigma_t)
+        e = self._e_host * (2.0**-ev.shift * norm)
+        if exp_mode:  # tail + ring + beyond the reach
+            rest = self._ring_host + self._far(sigma_t, _REACH**2, kappa)
+        else:  # tail; ring and beyond together
+            rest = self._far(sigma_t, 1.0, kappa)
+        omega = norm * (self._tail_host + rest) * _SAFETY
+        return e, omega
 
     def _blocks(self, index: GridIndex, sigma_x: float, sigma_t: float):
         """Row blocks of this backend's rows for the current index and ``sigma_t`` (cached)."""
@@ -445,6 +479,116 @@ class TruncatedBackend(BoundedPairBackend):
         while len(self._block_cache) > _INDEX_CACHE:
             self._block_cache.popitem(last=False)
         return hit
+
+    def calibrate(
+        self,
+        sigma_x: float,
+        sigma_t: float,
+        base: np.ndarray,
+        xi0: float,
+        comm: Comm | None = None,
+    ) -> float:
+        """Choose the starting ``kappa`` for this data and model from a probe (collective).
+
+        A sample of the row blocks (about 2 %, at least 256 blocks) is evaluated at a ladder of
+        cut-offs on one grid index (built for the largest; a grid of larger cells is valid at
+        every smaller cut-off), the realised bound ``sum_n log1p(xi0 omega_n / lambda~_n)`` of
+        the sample is scaled to all rows and summed over ranks, and ``kappa`` is set where the
+        log-linear interpolation of that curve reaches half the tolerance. The first full
+        evaluation then usually meets the tolerance without tightening.
+
+        Parameters
+        ----------
+        sigma_x, sigma_t
+            Lengthscales of the first evaluation.
+        base : (rows,) float64
+            ``mu0 * B_n`` of this backend's rows at the first evaluation.
+        xi0
+            Trigger weight of the first evaluation.
+        comm
+            The chain's communicator (every rank calls this with its own rows).
+
+        Returns
+        -------
+        float
+            The new ``kappa``.
+        """
+        comm = comm or SerialComm()
+        target = _CALIBRATION_TARGET * self.tolerance
+        k0 = initial_kappa(self.tolerance, self.n, float(self._ceil.max()))
+        ladder = np.clip(k0 + _CALIBRATION_LADDER, 1.0, _KAPPA_MAX)
+        top = float(ladder[-1])
+        index = build_index(
+            self._x,
+            self._y,
+            self._level,
+            self.nlevels,
+            self._r_unit,
+            sigma_x,
+            level_kappas(top, self._ceil),
+        )
+        b = self._upload_index(index, top)
+        bounds = [
+            comm.allreduce_sum(x)
+            for x in self._probe(index, b, ladder, sigma_x, sigma_t, base, xi0)
+        ]
+        bounds = np.array(bounds)
+        kappa = _solve_ladder(ladder, bounds, target)
+        # the ladder's cells are those of its top cut-off (coarser, so its bounds are high):
+        # probe once more on the index of the chosen cut-off and correct along the ladder's
+        # local slope; the index is kept for the first evaluation
+        self.kappa = kappa
+        index, b = self._build_index(sigma_x)
+        (local,) = self._probe(index, b, np.array([kappa]), sigma_x, sigma_t, base, xi0)
+        local = comm.allreduce_sum(local)
+        i = int(np.clip(np.searchsorted(ladder, kappa), 1, ladder.size - 1))
+        logb = np.log(np.maximum(bounds, 1e-300))
+        slope = max((logb[i - 1] - logb[i]) / (ladder[i] - ladder[i - 1]), 1.0)
+        step = math.log(max(local, 1e-300) / target) / slope
+        if abs(step) > _CALIBRATION_STEP:
+            kappa = float(np.clip(kappa + step, 1.0, _KAPPA_MAX))
+        log.info(
+            "truncation: probe bounds %s nats at kappa %s, %.3g at kappa %.4g; kappa -> %.4g",
+            np.array2string(bounds, precision=2),
+            np.array2string(ladder, precision=3),
+            local,
+            self.kappa,
+            kappa,
+        )
+        self.kappa = kappa
+        self.calibrated = True
+        return kappa
+
+    def _probe(
+        self,
+        index: GridIndex,
+        b: dict,
+        ladder: np.ndarray,
+        sigma_x: float,
+        sigma_t: float,
+        base: np.ndarray,
+        xi0: float,
+    ) -> list[float]:
+        """This rank's realised bound at each cut-off of ``ladder``, estimated from every
+        stride-th row block of ``index`` (at least :data:`_CALIBRATION_BLOCKS` blocks) and
+        scaled by the stride to all of this rank's rows (nats)."""
+        rows = row_blocks(index, self._t, self.row_start, self.row_stop, _BLOCK_WIDTH * sigma_t)
+        stride = max(1, rows.shape[0] // max(_CALIBRATION_BLOCKS, rows.shape[0] // 50))
+        sample = np.ascontiguousarray(rows[::stride])
+        mine = sample[sample >= 0] - self.row_start
+        if mine.size == 0:
+            return [0.0] * ladder.size
+        scale = rows.shape[0] / sample.shape[0]
+        blocks = self.events.upload(sample)
+        out = []
+        for kappa in ladder.tolist():
+            kl = self.events.upload(level_kappas(kappa, self._ceil))
+            e, omega = self._bounded_pass(
+                index, b, blocks, sample.shape[0], kl, kappa, sigma_x, sigma_t
+            )
+            lam = np.maximum(base[mine] + xi0 * e[mine], LAMBDA_FLOOR)
+            out.append(scale * float(np.sum(np.log1p(xi0 * omega[mine] / lam))))
+        return out
 
     def tighten(self, excess: float) -> bool:
         """Raise ``kappa`` after a realised bound ``excess`` times over the tolerance (> 1).
