@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -14,6 +15,7 @@ from hawkes_cli.engine.grid import build_index, row_blocks, temporal_sums, trunc
 from hawkes_cli.engine.reference import ReferenceBackend
 from hawkes_cli.model import Params
 from hawkes_cli.parallel import partition_rows
+from hawkes_cli.vocab import DEFAULT_TOLERANCE
 
 from .conftest import build_backend, make_events
 
@@ -50,8 +52,9 @@ def _events(kind: str, n: int, seed: int):
 @pytest.mark.parametrize("kind", ["clustered", "continuous", "uniform"])
 @pytest.mark.parametrize("name", list(PARAMS))
 def test_float64_rowwise_bound_and_loglik(kind, name, model):
-    """Every row's omitted mass is within omega_n; the log-likelihood within the bound and
-    within tolerance * |ell|, against the float64 reference and the exact OpenCL kernel."""
+    """Every row's omitted mass is within omega_n; the log-likelihood within the bound and the
+    bound within the tolerance (1e-3 nats), against the float64 reference and the exact OpenCL
+    kernel."""
     p = PARAMS[name]
     t, x, y, d = _events(kind, 1500, seed=3)
     ref = Likelihood(ReferenceBackend(t, x, y, d, model=model, area=AREA), t)
@@ -79,7 +82,7 @@ def test_float64_rowwise_bound_and_loglik(kind, name, model):
     ev = lik.evaluate(p)
     truth = ref.loglik(p)
     assert abs(ev.loglik - truth) <= ev.error_bound + 1e-10 * abs(truth)
-    assert ev.error_bound <= 1e-3 * abs(ev.loglik)
+    assert ev.error_bound <= 1e-3
     assert abs(ev.loglik - Likelihood(exact, t).loglik(p)) <= ev.error_bound + 1e-10 * abs(truth)
 
 
@@ -111,16 +114,24 @@ def test_float32_within_bound_plus_rounding(name, model):
 
 @pytest.mark.parametrize("model", [1, 2])
 @pytest.mark.parametrize("precision", ["float64", "float32"])
-def test_default_tolerance_meets_1e6_relative(model, precision):
-    """Through make_likelihood at the default tolerance: relative error < 1e-6."""
+def test_default_tolerance_is_met_from_the_first_evaluation(model, precision):
+    """Through make_likelihood at the default tolerance (nats): the first evaluation (at the
+    paper's lengthscales) meets it without tightening (the cut-off is calibrated from a probe),
+    and every evaluation, down to tiny and up to huge lengthscales (which may tighten), is
+    within its bound of the float64 reference (plus float32 rounding)."""
     t, x, y, d = make_events(3000, integer_days=True, seed=8)
     data = EventData(time=t, x=x, y=y, density=d, source="test")
-    fast = make_likelihood(data, model=model, area=AREA, precision=precision, tolerance=1e-6)
+    fast = make_likelihood(
+        data, model=model, area=AREA, precision=precision, tolerance=DEFAULT_TOLERANCE
+    )
     exact = make_likelihood(data, model=model, area=AREA, engine="reference")
-    for p in PARAMS.values():
+    assert not fast.backend.calibrated
+    for i, p in enumerate([PARAMS["paper"], *PARAMS.values()]):
         ev = fast.evaluate(p)
+        if i == 0:
+            assert fast.backend.calibrated and fast.tightenings == 0
         truth = exact.loglik(p)
-        assert ev.error_bound <= 1e-6 * abs(ev.loglik)
+        assert ev.error_bound <= DEFAULT_TOLERANCE
         slack = 1e-10 * abs(truth) if precision == "float64" else 1e-6 * 3000 + 1e-2
         assert abs(ev.loglik - truth) <= ev.error_bound + slack
     assert "truncation" in fast.backend.path or "pair sum" in fast.backend.path
@@ -141,12 +152,12 @@ def test_tightening_reaches_tolerance():
     """Starting far too loose, the likelihood tightens kappa until the bound holds."""
     t, x, y, d = make_events(1500, integer_days=True, seed=4)
     tr = build_backend(
-        "truncated", t, x, y, d, model=2, area=AREA, precision="float64", tolerance=1e-9, kappa=1.0
+        "truncated", t, x, y, d, model=2, area=AREA, precision="float64", tolerance=1e-3, kappa=1.0
     )
     lik = Likelihood(tr, t)
     ev = lik.evaluate(PARAMS["paper"])
     assert lik.tightenings >= 1 and tr.kappa > 1.0
-    assert ev.error_bound <= 1e-9 * abs(ev.loglik)
+    assert ev.error_bound <= 1e-3
 
 
 @pytest.mark.parametrize("model", [1, 2])
@@ -212,14 +223,15 @@ def test_make_likelihood_validates_tolerance():
 
     t, x, y, d = make_events(50, integer_days=True, seed=1)
     data = EventData(time=t, x=x, y=y, density=d, source="test")
-    for bad in (-1.0, math.nan, 1.0):
+    for bad in (-1.0, math.nan, math.inf, 1e-6):  # 1e-6: an old relative value
         with pytest.raises(UsageError, match="tolerance"):
             make_likelihood(data, model=1, area=AREA, tolerance=bad)
 
 
 def test_chains_agree_with_exact_engine(tmp_path):
-    """Same seed, exact pair sum vs default tolerance: posterior means agree within Monte Carlo
-    error (in practice the chains coincide: the likelihoods differ by < 1e-6 relative)."""
+    """Same seed, exact pair sum vs the default tolerance: posterior means agree within Monte
+    Carlo error (in practice the chains mostly coincide: the log-likelihoods differ by less than
+    the tolerance, in nats, where both sit at the same state)."""
     import yaml
 
     from hawkes_cli.config import load_config
@@ -235,7 +247,7 @@ def test_chains_agree_with_exact_engine(tmp_path):
     events = tmp_path / "events.h5"
     save_events(data, events)
     out = {}
-    for tol in (0.0, 1e-6):
+    for tol in (0.0, DEFAULT_TOLERANCE):
         cfg = {
             "data": {"events": str(events)},
             "model": {"kind": 1},
@@ -251,14 +263,14 @@ def test_chains_agree_with_exact_engine(tmp_path):
         run_chain(config, 0)
         out[tol] = read_chain(RunDir(config.output.run_dir).chain_path(0)).draws
     for name in PARAM_NAMES:
-        a, b = out[0.0][name][100:], out[1e-6][name][100:]
+        a, b = out[0.0][name][100:], out[DEFAULT_TOLERANCE][name][100:]
         mc_error = np.sqrt(np.var(a) / (a.size / 20) + np.var(b) / (b.size / 20))  # ESS ~ n/20
         assert abs(a.mean() - b.mean()) <= 3 * mc_error + 1e-12, name
     # where both chains sit at the same state, the log-likelihoods agree to the tolerance
-    same = np.all([out[0.0][k] == out[1e-6][k] for k in PARAM_NAMES], axis=0)
-    lla, llb = out[0.0]["loglik"][same], out[1e-6]["loglik"][same]
+    same = np.all([out[0.0][k] == out[DEFAULT_TOLERANCE][k] for k in PARAM_NAMES], axis=0)
+    lla, llb = out[0.0]["loglik"][same], out[DEFAULT_TOLERANCE]["loglik"][same]
     assert same.sum() > 0
-    assert np.all(np.abs(lla - llb) <= 1e-6 * np.abs(lla) + 1e-9)
+    assert np.all(np.abs(lla - llb) <= DEFAULT_TOLERANCE + 1e-9)
 
 
 @pytest.mark.parametrize("model", [1, 2])
@@ -271,3 +283,50 @@ def test_only_the_kernels_of_the_model_are_created(model):
     assert not {"truncated_model1", "truncated_model2"} & names
     assert {"truncated_blocks", "truncated_blocks2", "cell_prefix", "cell_prefix16"} <= names
     assert tr._k_blocks.function_name == ("truncated_blocks" if model == 1 else "truncated_blocks2")
+
+
+@pytest.mark.parametrize("model", [1, 2])
+def test_differences_across_3_sd_agree_with_the_exact_engine(model):
+    """What MCMC sees: log-likelihood differences between the centre and points 3 posterior sd
+    away (sd from the curvature of the exact log-likelihood in log space, at most 0.1), with the
+    cut-off calibrated at the centre and then fixed as after warm-up, agree with the exact
+    engine within 0.01 nats (the issue's requirement; float64, so no rounding on either side) -- and
+    always within the two bounds. A crude cut-off (kappa 3) must break the 0.01 nats, or this
+    check could not fail (differences are robust: at this size even a bound of several nats
+    leaves them within a few 1e-3)."""
+    t, x, y, d = make_events(3000, integer_days=True, seed=8)
+    data = EventData(time=t, x=x, y=y, density=d, source="test")
+    p0 = PARAMS["paper"]
+    exact = make_likelihood(data, model=model, area=AREA, precision="float64")
+    names = ("sigma_x", "sigma_t", "xi0")
+    points = []
+    for name in names:
+        h, v0 = 0.02, getattr(p0, name)
+        f = [exact.loglik(replace(p0, **{name: v0 * math.exp(k * h)})) for k in (-1, 0, 1)]
+        # p0 is not a mode: where the curvature is flat or positive, 0.1 in log space
+        sd = min(1.0 / math.sqrt(max(-(f[0] - 2 * f[1] + f[2]) / h**2, 1e-6)), 0.1)
+        points += [replace(p0, **{name: v0 * math.exp(k * 3 * sd)}) for k in (-1, 1)]
+
+    def worst(kappa: float | None) -> tuple[float, float]:
+        fast = make_likelihood(
+            data, model=model, area=AREA, precision="float64", tolerance=DEFAULT_TOLERANCE
+        )
+        c = fast.evaluate(p0)  # calibrates
+        fast.adapt_cutoff = False  # fixed, as after warm-up
+        if kappa is not None:
+            fast.backend.kappa = kappa
+            fast.clear_cache()
+            c = fast.evaluate(p0)
+        e0 = exact.loglik(p0)
+        errs, slack = [], []
+        for q in points:
+            ev = fast.evaluate(q)
+            errs.append(abs((ev.loglik - c.loglik) - (exact.loglik(q) - e0)))
+            slack.append(ev.error_bound + c.error_bound + 1e-9)
+        assert np.all(np.array(errs) <= np.array(slack))
+        return max(errs), c.error_bound
+
+    err, bound = worst(None)
+    assert bound <= DEFAULT_TOLERANCE and err <= 0.01
+    loose, _ = worst(3.0)
+    assert loose > 0.01

@@ -16,30 +16,27 @@ Write the trigger of row n as ``E_n = c * sum_{m < lo_n} a_nm`` with
 
     a_nm = w_m * exp(-(t_n - t_m) / sigma_t) * exp(-|x_n - x_m|^2 / (2 s_m^2)).
 
-Two cut-offs: a time window ``Tc = kappa * sigma_t`` and a radius ``R_m = sqrt(2 kappa) s_m``.
-Sources are sorted into a uniform grid per *level* (model 2: level ``l_m = ceil(log2(
-sqrt(D_max / D_m)))``, so ``R_m <= h_l`` for the level's cell size ``h_l``; model 1: one level).
+Levels and cut-offs. Sources are sorted into a uniform grid per *level* (model 1: one level;
+model 2: level ``l_m = ceil(log2(sqrt(D_max / D_m)))``, so the densities of a level lie within
+a factor 4, between ``floor_l`` and ``ceil_l``). Each level has its own cut-off exponent
+``kappa_l = kappa + log(ceil_l / max ceil)`` (at least 1; model 1: ``kappa``): a source's
+omitted term is at most its weight times ``exp(-kappa_l)``, so every level omits about the same
+per source, and the sparse levels, whose wide kernels hold the most sources, are cut earlier.
+The level's radius is ``R_l = sqrt(2 kappa_l) sigma_x / sqrt(floor_l) <= h_l`` (cell size).
 
-Model 2 (per-row kernel): row n sums exactly every source of the 3 x 3 cells around it (in
-every level) with ``t_m >= t_n - Tc``. Every other source is either
-
-(a) in a visited cell but older than ``t_n - Tc``: ``a_nm <= w_m exp(-(t_n - t_m)/sigma_t)``
-    (the spatial factor is <= 1); the kernel adds these bounds *exactly* from per-cell prefix
-    sums (``tail_n``; when the time span exceeds 600 ``sigma_t`` it uses the cruder
-    ``w_m exp(-kappa)``), or
-(b) in an unvisited cell, hence at distance ``> h_l >= R_m``: ``a_nm < exp(-kappa) w_m
-    exp(-(t_n - t_m)/sigma_t)``, and the sum over all such m is below ``exp(-kappa) S_n`` with
-    ``S_n = sum_{m < lo_n} w_m exp(-(t_n - t_m)/sigma_t)`` (O(N), computed on the host).
-
-Model 1 (row-block kernel, ``truncated_blocks`` in ``kernels/truncated.cl``): up to 16 rows of
-one cell within 8 ``sigma_t`` share the enumeration of cells and their searches. The same
-inequality is used with the distance ``d`` from the row to a cell's (or sub-cell's) rectangle:
-every source there has ``a_nm <= exp(-(t_n - t_m)/sigma_t) exp(-d^2 / (2 sigma_x^2))``. A row
-sums exactly the sources of cells nearer than ``R`` that are newer than the block's
-``min_j (t_j - sigma_t (kappa - d_j^2 / (2 sigma_x^2)))`` (the paraboloid ``u + v <= kappa``
-of the ideal cut-off, widened to the block); the older ones of those cells are bounded by
-sub-cell (4 x 4 sub-cells in the rows' own cell, 4 strips in the others), cells between ``R``
-and ``1.5 R`` by their own distance, and everything farther by ``exp(-2.25 kappa) S_n``.
+Row blocks (``truncated_blocks``, model 1, and ``truncated_blocks2``, model 2, in
+``kernels/truncated.cl``): up to 16 rows of one cell within 8 ``sigma_t`` share the enumeration
+of cells and their searches, level by level. With ``d`` the distance from a row to a cell's (or
+sub-cell's) rectangle, every source of a level-l cell has ``a_nm <= w_m exp(-(t_n - t_m) /
+sigma_t) exp(-d^2 floor_l / (2 sigma_x^2))``. A row sums exactly the sources of cells nearer
+than ``R_l`` that are newer than the block's ``min_j (t_j - sigma_t (kappa_l - v_j))``, ``v_j =
+d_j^2 floor_l / (2 sigma_x^2)`` (the paraboloid ``u + v <= kappa_l`` of the ideal cut-off,
+widened to the block); the older ones of those cells are bounded by sub-cell (4 x 4 sub-cells
+in the rows' own cell, 4 strips in the others; per-cell prefix sums of ``w_m exp(t_m /
+sigma_t)``), cells between ``R_l`` and ``1.5 R_l`` by their own distance (``ring_n``), and
+everything farther by ``far_n = sum_{m < lo_n} exp(-2.25 kappa_l(m)) w_m exp(-(t_n - t_m) /
+sigma_t)`` (O(N) on the host). When the time span exceeds 600 ``sigma_t``, prefix sums are
+plain weights and the ring and far parts are bounded together with ``exp(-kappa_l(m))``.
 
 So the omitted part of ``E_n`` is ``0 <= omega_n <= c (tail_n + ring_n + far_n)`` (times
 ``1 + 1e-8`` for rounding of the bound itself). The truncated rate ``lam~_n = lambda_n -
@@ -48,14 +45,17 @@ xi0 omega_n`` is never above the true one, and::
     |ell - ell~| <= sum_n log(1 + xi0 omega_n / max(lam~_n, 1e-40))         (the realised bound)
 
 which :class:`~hawkes_cli.engine.base.Likelihood` computes for every evaluation (O(N)) and
-reduces over ranks. ``tolerance`` is relative: when the realised bound exceeds
-``tolerance * |ell~|``, the likelihood asks :meth:`TruncatedBackend.tighten` for a larger
-``kappa`` and recomputes ``E`` (collectively), until it holds or nothing is omitted any more.
-``kappa`` only grows, so an MCMC run settles after its first evaluations, and it is part of a
-chain's checkpoint (:meth:`~hawkes_cli.engine.base.Likelihood.truncation_state`). When the cut-offs
-exceed the data (``Tc`` >= time span and every level's cells >= the extent), the exact kernel
-runs and the bound is 0 ("pair sum"): huge lengthscales cost no more than the exact engine.
-The working-precision rounding (float32) is separate from this bound, as for the exact engine.
+reduces over ranks. ``tolerance`` is in nats (absolute). Before the first evaluation
+:meth:`TruncatedBackend.calibrate` predicts ``kappa`` for this data and model from a probe of
+about 4 % of the row blocks; while the likelihood adapts (fast start and warm-up), a realised
+bound above the tolerance makes :meth:`TruncatedBackend.tighten` raise ``kappa`` and ``E`` is
+recomputed (collectively); after warm-up the cut-off is fixed and such a bound is reported.
+``kappa`` only grows, and it is part of a chain's checkpoint
+(:meth:`~hawkes_cli.engine.base.Likelihood.truncation_state`). When the cut-offs exceed the
+data (every ``kappa_l sigma_t`` >= time span and every level's cells >= the extent), the exact
+kernel runs and the bound is 0 ("pair sum"): huge lengthscales cost no more than the exact
+engine. The working-precision rounding (float32) is separate from this bound, as for the
+exact engine.
 
 The host side in numpy (grid index, row blocks, ``S_n``, balancing costs) is
 :mod:`hawkes_cli.engine.grid`; this module uploads it, launches the kernels on the events of a
@@ -104,8 +104,30 @@ _BLOCK_WIDTH = 8.0  # longest time span of a row block, in units of sigma_t
 _REACH = 1.5  # row blocks bound cells up to this many cut-off radii exactly, beyond by S_n
 _CALIBRATION_TARGET = 0.5  # calibrate() aims at this fraction of the tolerance
 _CALIBRATION_LADDER = np.arange(-4.0, 10.0, 2.0)  # probed cut-offs, around the first guess
-_CALIBRATION_BLOCKS = 256  # at least this many row blocks in the probe (all if fewer)
+_CALIBRATION_BLOCKS = 512  # at least this many row blocks in the probe (all if fewer)
+_CALIBRATION_SHARE = 25  # and at least one block in this many
 _CALIBRATION_STEP = 0.25  # a correction of the probe's kappa below this is not worth an index
+_CALIBRATION_NEAR = 3.0  # |log(bound / target)| within which the correction goes half way
+
+
+def _solve_rows(parts: list, slope: float, target: float, kappa0: float) -> float:
+    """The ``kappa`` where ``sum scale * sum_n log1p(r_n exp(-slope (kappa - kappa0)))`` over
+    the ranks' ``parts`` (``(scale, r)`` per rank, from :meth:`TruncatedBackend._probe` at
+    ``kappa0``) falls to ``target``, by bisection in [1, 740]. Per row, unlike a log-linear
+    fit of the sum: where bounds are far above one per row (``log1p`` of a huge ratio falls
+    by only ``slope`` per unit of kappa) this still lands near the answer."""
+
+    def bound(kappa: float) -> float:
+        f = math.exp(-slope * (kappa - kappa0)) if slope * (kappa - kappa0) < 700 else 0.0
+        return sum(sc * float(np.sum(np.log1p(r * f))) for sc, r in parts)
+
+    lo, hi = 1.0, _KAPPA_MAX
+    if bound(lo) <= target:
+        return lo
+    for _ in range(60):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (lo, mid) if bound(mid) <= target else (mid, hi)
+    return hi
 
 
 def _solve_ladder(ladder: np.ndarray, bounds: np.ndarray, target: float) -> float:
@@ -136,9 +158,10 @@ class TruncatedBackend(BoundedPairBackend):
     events, model, area, rows, work_group, background
         As for :class:`~hawkes_cli.engine.opencl.OpenCLBackend`.
     tolerance
-        Relative bound on ``|ell - ell~| / |ell~|`` enforced by the likelihood (> 0).
+        Bound on ``|ell - ell~|`` in nats enforced by the likelihood (> 0).
     kappa
-        Starting cut-off exponent (default :func:`~hawkes_cli.engine.grid.initial_kappa`).
+        Cut-off exponent to use as it is; default: calibrated before the first evaluation
+        (:meth:`calibrate`, starting from :func:`~hawkes_cli.engine.grid.initial_kappa`).
 
     Attributes
     ----------
@@ -490,12 +513,14 @@ class TruncatedBackend(BoundedPairBackend):
     ) -> float:
         """Choose the starting ``kappa`` for this data and model from a probe (collective).
 
-        A sample of the row blocks (about 2 %, at least 256 blocks) is evaluated at a ladder of
+        A sample of the row blocks (about 4 %, at least 512 blocks) is evaluated at a ladder of
         cut-offs on one grid index (built for the largest; a grid of larger cells is valid at
         every smaller cut-off), the realised bound ``sum_n log1p(xi0 omega_n / lambda~_n)`` of
         the sample is scaled to all rows and summed over ranks, and ``kappa`` is set where the
-        log-linear interpolation of that curve reaches half the tolerance. The first full
-        evaluation then usually meets the tolerance without tightening.
+        log-linear interpolation of that curve reaches half the tolerance. One more probe on the
+        index of that cut-off (the ladder's coarser cells bound differently) corrects it half way
+        along the curve's local slope. The first full evaluation then usually meets the
+        tolerance without tightening.
 
         Parameters
         ----------
@@ -528,25 +553,28 @@ class TruncatedBackend(BoundedPairBackend):
             level_kappas(top, self._ceil),
         )
         b = self._upload_index(index, top)
-        bounds = [
-            comm.allreduce_sum(x)
-            for x in self._probe(index, b, ladder, sigma_x, sigma_t, base, xi0)
-        ]
-        bounds = np.array(bounds)
-        kappa = _solve_ladder(ladder, bounds, target)
-        # the ladder's cells are those of its top cut-off (coarser, so its bounds are high):
-        # probe once more on the index of the chosen cut-off and correct along the ladder's
-        # local slope; the index is kept for the first evaluation
+        mine, ratios = self._probe(index, b, ladder, sigma_x, sigma_t, base, xi0)
+        bounds = np.array([comm.allreduce_sum(x) for x in mine])
+        logb = np.log(np.maximum(bounds, 1e-300))
+        slopes = np.maximum(-np.diff(logb) / np.diff(ladder), 1.0)
+        if bounds[-1] > target:  # beyond the ladder: from the top rung's rows
+            kappa = _solve_rows(comm.allgather(ratios), float(slopes[-1]), target, top)
+        else:
+            kappa = _solve_ladder(ladder, bounds, target)
+        # the ladder's cells are those of its top cut-off, which bound differently: probe once
+        # more on the index of the chosen cut-off (kept for the first evaluation) and correct
         self.kappa = kappa
         index, b = self._build_index(sigma_x)
-        (local,) = self._probe(index, b, np.array([kappa]), sigma_x, sigma_t, base, xi0)
-        local = comm.allreduce_sum(local)
+        (mine,), ratios = self._probe(index, b, np.array([kappa]), sigma_x, sigma_t, base, xi0)
+        local = comm.allreduce_sum(mine)
         i = int(np.clip(np.searchsorted(ladder, kappa), 1, ladder.size - 1))
-        logb = np.log(np.maximum(bounds, 1e-300))
-        slope = max((logb[i - 1] - logb[i]) / (ladder[i] - ladder[i - 1]), 1.0)
-        step = math.log(max(local, 1e-300) / target) / slope
-        if abs(step) > _CALIBRATION_STEP:
-            kappa = float(np.clip(kappa + step, 1.0, _KAPPA_MAX))
+        fixed = _solve_rows(comm.allgather(ratios), float(slopes[i - 1]), target, kappa)
+        if abs(math.log(max(local, 1e-300) / target)) <= _CALIBRATION_NEAR:
+            # near: the two probes sample different blocks and per-row bounds are
+            # heavy-tailed, so go half way
+            fixed = 0.5 * (kappa + fixed)
+        if abs(fixed - kappa) > _CALIBRATION_STEP:
+            kappa = float(np.clip(fixed, 1.0, _KAPPA_MAX))
         log.info(
             "truncation: probe bounds %s nats at kappa %s, %.3g at kappa %.4g; kappa -> %.4g",
             np.array2string(bounds, precision=2),
@@ -568,27 +596,31 @@ class TruncatedBackend(BoundedPairBackend):
         sigma_t: float,
         base: np.ndarray,
         xi0: float,
-    ) -> list[float]:
-        """This rank's realised bound at each cut-off of ``ladder``, estimated from every
-        stride-th row block of ``index`` (at least :data:`_CALIBRATION_BLOCKS` blocks) and
-        scaled by the stride to all of this rank's rows (nats)."""
+    ) -> tuple[list[float], tuple[float, np.ndarray]]:
+        """This rank's realised bound at each cut-off of ``ladder`` (nats), estimated from
+        every stride-th row block of ``index`` (at least :data:`_CALIBRATION_BLOCKS` blocks, at
+        least one in :data:`_CALIBRATION_SHARE`) and scaled by the stride to all of this rank's
+        rows; and ``(stride, xi0 omega_n / lambda~_n of the sampled rows)`` at the last cut-off.
+        """
         rows = row_blocks(index, self._t, self.row_start, self.row_stop, _BLOCK_WIDTH * sigma_t)
-        stride = max(1, rows.shape[0] // max(_CALIBRATION_BLOCKS, rows.shape[0] // 50))
+        share = rows.shape[0] // _CALIBRATION_SHARE
+        stride = max(1, rows.shape[0] // max(_CALIBRATION_BLOCKS, share))
         sample = np.ascontiguousarray(rows[::stride])
         mine = sample[sample >= 0] - self.row_start
         if mine.size == 0:
-            return [0.0] * ladder.size
+            return [0.0] * ladder.size, (0.0, np.empty(0))
         scale = rows.shape[0] / sample.shape[0]
         blocks = self.events.upload(sample)
-        out = []
+        out, ratio = [], np.empty(0)
         for kappa in ladder.tolist():
             kl = self.events.upload(level_kappas(kappa, self._ceil))
             e, omega = self._bounded_pass(
                 index, b, blocks, sample.shape[0], kl, kappa, sigma_x, sigma_t
             )
             lam = np.maximum(base[mine] + xi0 * e[mine], LAMBDA_FLOOR)
-            out.append(scale * float(np.sum(np.log1p(xi0 * omega[mine] / lam))))
-        return out
+            ratio = xi0 * omega[mine] / lam
+            out.append(scale * float(np.sum(np.log1p(ratio))))
+        return out, (scale, ratio)
 
     def tighten(self, excess: float) -> bool:
         """Raise ``kappa`` after a realised bound ``excess`` times over the tolerance (> 1).
