@@ -288,6 +288,14 @@ class TruncatedBackend(BoundedPairBackend):
         if hit is not None:
             self._index_cache.move_to_end(key)
             return hit
+        index, bufs = self._index_at(sigma_x, self.kappa)
+        self._index_cache[key] = (index, bufs)
+        while len(self._index_cache) > _INDEX_CACHE:
+            self._index_cache.popitem(last=False)
+        return index, bufs
+
+    def _index_at(self, sigma_x: float, kappa: float) -> tuple[GridIndex, dict]:
+        """The grid index of ``(sigma_x, kappa)`` and its device buffers (not cached)."""
         index = build_index(
             self._x,
             self._y,
@@ -295,13 +303,9 @@ class TruncatedBackend(BoundedPairBackend):
             self.nlevels,
             self._r_unit,
             sigma_x,
-            self.level_kappa,
+            level_kappas(kappa, self._ceil),
         )
-        bufs = self._upload_index(index, self.kappa)
-        self._index_cache[key] = (index, bufs)
-        while len(self._index_cache) > _INDEX_CACHE:
-            self._index_cache.popitem(last=False)
-        return index, bufs
+        return index, self._upload_index(index, kappa)
 
     def _upload_index(self, index: GridIndex, kappa: float) -> dict:
         real = self.events.real
@@ -543,16 +547,7 @@ class TruncatedBackend(BoundedPairBackend):
         k0 = initial_kappa(self.tolerance, self.n, float(self._ceil.max()))
         ladder = np.clip(k0 + _CALIBRATION_LADDER, 1.0, _KAPPA_MAX)
         top = float(ladder[-1])
-        index = build_index(
-            self._x,
-            self._y,
-            self._level,
-            self.nlevels,
-            self._r_unit,
-            sigma_x,
-            level_kappas(top, self._ceil),
-        )
-        b = self._upload_index(index, top)
+        index, b = self._index_at(sigma_x, top)
         mine, ratios = self._probe(index, b, ladder, sigma_x, sigma_t, base, xi0)
         bounds = np.array([comm.allreduce_sum(x) for x in mine])
         logb = np.log(np.maximum(bounds, 1e-300))
