@@ -318,10 +318,10 @@ def visited_counts(
     y0: float,
     tc: float | np.ndarray,
 ) -> np.ndarray:
-    """Number of sources the truncated kernel visits for each row, shape (N,), float64.
-
-    Mirrors the kernel's search (3 x 3 cells per level, ``t_m >= t_n - Tc``, ``m < lo_n``)
-    with numpy ``searchsorted`` on the sorted (cell, index) and (cell, time) keys.
+    """Sources a per-row search visits for each row, shape (N,), float64: an estimate of the
+    row-block kernel's work, for balancing MPI rows (3 x 3 cells per level, ``t_m >= t_n -
+    Tc``, ``m < lo_n``; numpy ``searchsorted`` on the sorted (cell, index) and (cell, time)
+    keys).
     """
     n = time.size
     o = index.order
