@@ -135,7 +135,8 @@ __kernel void cell_prefix16(__global const double *st, __global const double *sw
  * Each level has its own cut-off exponent kappa_l (host: kappa + log(the level's largest
  * density / the largest density), so that the weight times exp(-kappa_l) is about the same in
  * every level; model 1: kappa). For each level, for each non-empty cell within reach_l =
- * 1.5 R_l (R_l = sqrt(2 kappa_l) sigma_x / sqrt(dlo_l) <= h_l) of the block's bounding box:
+ * 1.5 R_l (R_l = sqrt(2 kappa_l) sigma_x / sqrt(dlo_l) <= h_l) of the block's bounding box
+ * (levels with no source that near, host: bmask, are skipped: the far bound holds them):
  * (kappa below means kappa_l)
  *   - ring cell (v_j >= kappa for every row): nothing is computed; row j bounds the cell's
  *     sources older than itself by exp(-v_j) times their temporal factors (prefix sums);
@@ -283,6 +284,8 @@ static void blocks_body(
     /* blocks: LANES event indices each, in time order; ~r marks a padding lane (a copy of
      * row r, evaluated but not stored) */
     __global const int *brow, const int nblocks, const int row0,
+    /* bit l of bmask[b]: level l has sources within the reach of block b (else skipped) */
+    __global const ulong *bmask,
     /* parameters: kl[l] = the level's cut-off exponent kappa_l, vscale = 1 / (2 sigma_x^2) */
     const real kt, const real kx, const real shift, __global const double *kl,
     const double sigma_t, const double vscale, const double t0, const double inv_sigma_t,
@@ -318,9 +321,10 @@ static void blocks_body(
     ur_ring.v = (dvec)0.0;
     ut_tail.v = (dvec)0.0;
     ua.v = (dvec)0.0;
+    const ulong near = bmask[b];
     for (int lev = 0; lev < nlevels; ++lev) {
         const int ka = loff[lev], kb = loff[lev + 1];
-        if (ka == kb) {
+        if (ka == kb || !((near >> lev) & 1UL)) {
             continue;
         }
         const double h = hs[lev], inv_h = 1.0 / h, hq = 0.25 * h, kappa = kl[lev];
@@ -462,16 +466,15 @@ static void blocks_body(
                        __global const int *loff, __global const double *hs,                   \
                        __global const double *dlo, const int nlevels, const double x0,        \
                        const double y0, __global const int *brow, const int nblocks,          \
-                       const int row0, const real kt, const real kx, const real shift,        \
-                       __global const double *kl, const double sigma_t, const double vscale,  \
-                       const double t0, const double inv_sigma_t,                             \
-                       const int exp_mode, __global double *out_e, __global double *out_tail, \
-                       __global double *out_ring)                                             \
+                       const int row0, __global const ulong *bmask, const real kt,            \
+                       const real kx, const real shift, __global const double *kl,            \
+                       const double sigma_t, const double vscale, const double t0,            \
+                       const double inv_sigma_t, const int exp_mode, __global double *out_e,  \
+                       __global double *out_tail, __global double *out_ring)                  \
     {                                                                                          \
         blocks_body(td, xd, yd, st, sxr, syr, sw, std, pre, pre16, ckey, cbeg, loff, hs, dlo,  \
-                    nlevels, x0, y0, brow, nblocks, row0, kt, kx, shift, kl, sigma_t, vscale,  \
-                    t0, inv_sigma_t, exp_mode, out_e, out_tail, out_ring,                      \
-                    model2);                                                                   \
+                    nlevels, x0, y0, brow, nblocks, row0, bmask, kt, kx, shift, kl, sigma_t,   \
+                    vscale, t0, inv_sigma_t, exp_mode, out_e, out_tail, out_ring, model2);     \
     }
 
 /* model 1: one level, unit weights */

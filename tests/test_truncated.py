@@ -11,7 +11,20 @@ import pytest
 from hawkes_cli.data import EventData
 from hawkes_cli.engine import make_likelihood
 from hawkes_cli.engine.base import Likelihood
-from hawkes_cli.engine.grid import build_index, row_blocks, temporal_sums, truncated_row_cost
+from hawkes_cli.engine.grid import (
+    KAPPA_FLOOR,
+    PRESENCE_CELLS,
+    block_levels,
+    build_index,
+    grouping_level,
+    level_bands,
+    level_kappas,
+    row_blocks,
+    row_groups,
+    source_levels,
+    temporal_sums,
+    truncated_row_cost,
+)
 from hawkes_cli.engine.reference import ReferenceBackend
 from hawkes_cli.model import Params
 from hawkes_cli.parallel import partition_rows
@@ -161,6 +174,18 @@ def test_tightening_reaches_tolerance():
 
 
 @pytest.mark.parametrize("model", [1, 2])
+def test_a_tolerance_beyond_the_data_calibrates_to_the_floor(model):
+    """A tolerance above n * D_max nats made the first guess of kappa negative; the ladder's
+    rungs all clipped to 1 and the calibration divided by their zero spacing (a NaN kappa, and
+    a kernel that never finished). Now the cut-off sits at its floor and the bound is finite."""
+    t, x, y, d = make_events(800, integer_days=True, seed=8)
+    tr = build_backend("truncated", t, x, y, d, model=model, area=AREA, tolerance=1e12)
+    ev = Likelihood(tr, t).evaluate(PARAMS["paper"])
+    assert tr.kappa == KAPPA_FLOOR
+    assert math.isfinite(ev.loglik) and 0 < ev.error_bound <= 1e12
+
+
+@pytest.mark.parametrize("model", [1, 2])
 def test_rows_split_and_balance(model):
     """Rows split over three backends: each row within its bound of the exact sum (both models
     group rows into blocks within a rank's rows, so the exactly summed part may differ from the
@@ -186,16 +211,36 @@ def test_rows_split_and_balance(model):
     assert np.all(e0 - e_whole <= w_whole + 1e-10 * e0) and np.all(e_whole <= e0 * (1 + 1e-10))
 
 
-def test_row_blocks_cover_each_row_once_within_one_cell():
-    t, x, y, _ = make_events(3000, integer_days=True, seed=6)
-    index = build_index(x, y, np.zeros(t.size, dtype=np.int64), 1, 1.0, 0.08, 16.0)
+def _model2_index(n: int, seed: int, kappa: float = 16.0):
+    t, x, y, d = make_events(n, integer_days=True, seed=seed)
+    level, r_unit = source_levels(d, n)
+    nlevels = int(level.max()) + 1
+    kl = level_kappas(kappa, level_bands(d, level, nlevels)[1])
+    return t, x, y, d, level, build_index(x, y, level, nlevels, r_unit, 0.08, kl)
+
+
+@pytest.mark.parametrize("grouped", [False, True])
+def test_row_blocks_cover_each_row_once_within_one_cell(grouped):
+    """Blocks hold each row once, in time order, all of one cell: the rows' own level's cell
+    (model 1's single level), or with model 2's grouping the cell of the grouping level for
+    rows of finer levels."""
     width = 8.0
-    blocks = row_blocks(index, t, 500, 2500, width)
+    if grouped:
+        t, x, y, _, level, index = _model2_index(3000, seed=6)
+        g = grouping_level(index, float(t[-1] - t[0]), width)
+        assert g > 0  # rows of finer levels are grouped
+        cell_of = row_groups(index, x, y, level, g)
+        assert np.all(cell_of[level < g] >> 44 == g) and np.all(cell_of >> 44 >= level)
+        blocks = row_blocks(index, t, 500, 2500, width, cell_of)
+    else:
+        t, x, y, _ = make_events(3000, integer_days=True, seed=6)
+        index = build_index(x, y, np.zeros(t.size, dtype=np.int64), 1, 1.0, 0.08, 16.0)
+        blocks = row_blocks(index, t, 500, 2500, width)
+        cell_of = np.empty(t.size, dtype=np.int64)
+        cell_of[index.order] = np.repeat(np.arange(index.cell_key.size), np.diff(index.cell_begin))
     assert blocks.shape[1] == 16
     real = blocks[blocks >= 0]
     np.testing.assert_array_equal(np.sort(real), np.arange(500, 2500))  # each row once
-    cell_of = np.empty(t.size, dtype=np.int64)
-    cell_of[index.order] = np.repeat(np.arange(index.cell_key.size), np.diff(index.cell_begin))
     for blk in blocks:
         rows = blk[blk >= 0]
         assert rows.size >= 1 and blk[0] >= 0  # padding only at the end
@@ -203,6 +248,38 @@ def test_row_blocks_cover_each_row_once_within_one_cell():
         assert np.unique(cell_of[rows]).size == 1  # one cell
         assert np.all(np.diff(t[rows]) >= 0)  # time order
         assert t[rows[-1]] - t[rows[0]] <= width  # sixteen consecutive rows, or one bin
+    if grouped:  # fewer, fuller blocks than the rows' own cells give (1697 vs 1988 here)
+        assert blocks.shape[0] < 0.9 * row_blocks(index, t, 500, 2500, width).shape[0]
+
+
+def test_block_levels_keep_every_level_within_reach():
+    """A level is kept for a block whenever one of its sources lies within the reach of one of
+    the block's rows (checked pair by pair), and dropped where none lies within the reach plus
+    two cells of the presence grid (so a mask of all ones fails)."""
+    t, x, y, _, level, index = _model2_index(3000, seed=7)
+    nlevels = index.h.size
+    blocks = row_blocks(index, t, 0, t.size, 8.0)
+    reach = 1.5 * index.h  # the kernel's reach is 1.5 R_l <= 1.5 h_l
+    near = block_levels(x, y, level, nlevels, blocks, reach)
+    cell = max(np.ptp(x), np.ptp(y)) / PRESENCE_CELLS
+    kept = dropped = 0
+    for b, blk in enumerate(blocks):
+        rows = np.where(blk >= 0, blk, ~blk)
+        for lev in range(nlevels):
+            src = level == lev
+            if not src.any():
+                continue
+            dx = np.abs(x[rows][:, None] - x[src][None, :])
+            dy = np.abs(y[rows][:, None] - y[src][None, :])
+            gap = np.maximum(dx, dy).min()
+            bit = bool((int(near[b]) >> lev) & 1)
+            if gap <= reach[lev]:
+                assert bit, (b, lev)
+                kept += 1
+            elif gap > reach[lev] + 2 * cell:
+                assert not bit, (b, lev)
+                dropped += 1
+    assert kept > 100 and dropped > 1000
 
 
 def test_temporal_sums_match_direct():

@@ -28,6 +28,9 @@ KEY_STRIDE = 4194304
 BLOCK_ROWS = 16
 #: Smallest per-level cut-off exponent (:func:`level_kappas`).
 KAPPA_FLOOR = 1.0
+#: Resolution per dimension of the grid that tells which levels are near a row block
+#: (:func:`block_levels`).
+PRESENCE_CELLS = 512
 
 
 def initial_kappa(tolerance: float, n: int, dmax: float = 1.0) -> float:
@@ -37,9 +40,10 @@ def initial_kappa(tolerance: float, n: int, dmax: float = 1.0) -> float:
     so ``n`` such rows cost about ``n exp(-kappa)`` nats; a level of density up to ``dmax`` is
     cut at ``kappa`` (:func:`level_kappas`) and weighs its terms by up to ``dmax``. The
     truncated backend's :meth:`~hawkes_cli.engine.truncated.TruncatedBackend.calibrate` probes
-    around this guess; it also sizes the grid of the MPI row balance.
+    around this guess; it also sizes the grid of the MPI row balance. At least
+    :data:`KAPPA_FLOOR` (a tolerance above ``n dmax`` nats would give a negative one).
     """
-    return math.log(max(n, 2) * max(dmax, 1.0) / tolerance)
+    return max(math.log(max(n, 2) * max(dmax, 1.0) / tolerance), KAPPA_FLOOR)
 
 
 def temporal_sums(time: np.ndarray, weight: np.ndarray, lo: np.ndarray, sigma_t: float):
@@ -219,30 +223,77 @@ def build_index(
     )
 
 
+def grouping_level(index: GridIndex, span: float, width: float) -> int:
+    """The level whose cells group the rows of every finer level into row blocks.
+
+    The finest non-empty level whose cells hold on average at least half a block of sources
+    per time bin of ``width`` (time units; ``span`` is the data's time span); the coarsest
+    non-empty level if none does. Model 1 (one level): 0. Rows of a dense level alone would
+    make blocks of one or two rows (its cells are tiny), and every block pays for its walk
+    over the cells of every level in reach.
+    """
+    bins = max(1.0, span / width) if width > 0 else 1.0
+    cells = np.diff(index.level_offset)
+    sources = np.diff(index.cell_begin[index.level_offset])
+    used = np.flatnonzero(cells > 0)
+    if used.size == 0:
+        return 0
+    full = used[sources[used] >= 0.5 * BLOCK_ROWS * bins * cells[used]]
+    return int(full[0] if full.size else used[-1])
+
+
+def row_groups(
+    index: GridIndex, x: np.ndarray, y: np.ndarray, level: np.ndarray, group_level: int
+) -> np.ndarray:
+    """Key of the cell that groups each row into row blocks, shape (N,), int64: the row's
+    own level's cell, or the cell of ``group_level`` for rows of finer levels
+    (:func:`grouping_level`)."""
+    lev = np.maximum(level, group_level).astype(np.int64)
+    ih = index.inv_h[lev]
+    cx = np.floor((x - float(x.min())) * ih).astype(np.int64)
+    cy = np.floor((y - float(y.min())) * ih).astype(np.int64)
+    return (lev << 44) | (cx * KEY_STRIDE + cy)
+
+
 def row_blocks(
-    index: GridIndex, time: np.ndarray, row_start: int, row_stop: int, width: float
+    index: GridIndex,
+    time: np.ndarray,
+    row_start: int,
+    row_stop: int,
+    width: float,
+    group: np.ndarray | None = None,
 ) -> np.ndarray:
     """Group the rows ``[row_start, row_stop)`` into blocks for the row-block kernel.
 
-    A block holds up to ``BLOCK_ROWS`` (16) consecutive rows of one grid cell, in time order;
-    where those would span more than ``width`` (time units), the cell's rows are grouped by
-    bins of ``width`` instead. Unused lanes hold ``~r`` for the block's first row ``r`` (a copy
-    the kernel evaluates but does not store).
+    A block holds up to ``BLOCK_ROWS`` (16) consecutive rows of one grid cell (of ``index``,
+    or with equal ``group`` keys, :func:`row_groups`), in time order; where those would span
+    more than ``width`` (time units), the cell's rows are grouped by bins of ``width``
+    instead. Unused lanes hold ``~r`` for the block's first row ``r`` (a copy the kernel
+    evaluates but does not store).
 
     Returns
     -------
     (nblocks, 16) int32
         Event index of each lane; blocks of fuller cells first, then by (cell, time).
     """
-    o = index.order
-    cell = np.repeat(np.arange(index.cell_key.size), np.diff(index.cell_begin))
-    mine = (o >= row_start) & (o < row_stop)
-    rows = o[mine]
+    if group is None:
+        o = index.order
+        cell = np.repeat(np.arange(index.cell_key.size), np.diff(index.cell_begin))
+        mine = (o >= row_start) & (o < row_stop)
+        rows = o[mine]
+        cell = cell[mine]
+        size_of = np.diff(index.cell_begin)
+    else:
+        key = group[row_start:row_stop]
+        by_key = np.argsort(key, kind="stable")
+        rows = row_start + by_key
+        if rows.size:
+            cell = np.cumsum(np.concatenate([[False], key[by_key][1:] != key[by_key][:-1]]))
+            size_of = np.bincount(cell)
     if rows.size == 0:
         return np.zeros((0, BLOCK_ROWS), dtype=np.int32)
     # consecutive rows of a cell per block; a block spanning more than `width` in time
     # is broken up by bins of `width` instead
-    cell = cell[mine]
     t = time[rows]
     first = np.concatenate([[True], cell[1:] != cell[:-1]])
     run = np.cumsum(first) - 1
@@ -264,9 +315,82 @@ def row_blocks(
     pad = out < 0
     out[pad] = ~np.broadcast_to(out[:, :1], out.shape)[pad]
     # blocks of the fullest cells (the most work) first, so no core is left with them at the end
-    size = np.diff(index.cell_begin)[cell[starts]]
+    size = size_of[cell[starts]]
     heavy_first = np.argsort(-np.repeat(size, per_group), kind="stable")
     return out[heavy_first].astype(np.int32)
+
+
+def block_levels(
+    x: np.ndarray,
+    y: np.ndarray,
+    level: np.ndarray,
+    nlevels: int,
+    blocks: np.ndarray,
+    reach: np.ndarray,
+    cells: int = PRESENCE_CELLS,
+) -> np.ndarray:
+    """Which levels have a source within reach of each row block, one bit per level.
+
+    The row-block kernel skips level l for block b unless bit l of ``out[b]`` is set. A level
+    is left out only when none of its sources lies within ``reach[l]`` of the block's rows
+    (in each coordinate, so within the box around their bounding box), so it can skip only
+    sources that the far bound already covers (those beyond ``1.5 R_l``): the kernel would
+    find nothing but cells to bound there, at the cost of a search per column (most of the
+    kernel's time on levels of a few dense cities).
+
+    Presence is counted on a ``cells`` x ``cells`` grid over the data's extent (per-level
+    summed-area tables), and a block's box is widened to whole grid cells, so the test can only
+    keep a level too many, never drop one too many.
+
+    Parameters
+    ----------
+    x, y : (N,) float64
+        Locations of all events (coordinate units).
+    level : (N,) int
+        Grid level of each source (:func:`source_levels`), below 64.
+    nlevels
+        Number of levels.
+    blocks : (B, 16) int
+        Row blocks (:func:`row_blocks`; ``~r`` marks a padding copy of row ``r``).
+    reach : (L,) float64
+        The kernel's reach per level (coordinate units), at least the one it will run with.
+    cells
+        Resolution of the presence grid per dimension.
+
+    Returns
+    -------
+    (B,) uint64
+    """
+    out = np.zeros(blocks.shape[0], dtype=np.uint64)
+    if blocks.shape[0] == 0 or x.size == 0:
+        return out
+    x0, y0 = float(x.min()), float(y.min())
+    g = max(float(x.max()) - x0, float(y.max()) - y0, 1e-300) / cells
+    top = cells - 1
+
+    def cell_of(v: np.ndarray, v0: float) -> np.ndarray:
+        return np.floor((v - v0) / g)
+
+    rows = np.where(blocks >= 0, blocks, ~blocks)
+    bx, by = x[rows], y[rows]
+    # a little more than the kernel's reach, for its own rounding
+    pad = np.asarray(reach, dtype=np.float64) * (1.0 + 1e-9) + 1e-12 * g * cells
+    gx = np.clip(cell_of(x, x0), 0, top).astype(np.int64)
+    gy = np.clip(cell_of(y, y0), 0, top).astype(np.int64)
+    for lev in range(nlevels):
+        mine = level == lev
+        if not mine.any():
+            continue
+        counts = np.bincount(gx[mine] * cells + gy[mine], minlength=cells * cells)
+        sat = np.zeros((cells + 1, cells + 1), dtype=np.int64)
+        sat[1:, 1:] = counts.reshape(cells, cells).cumsum(0).cumsum(1)
+        lx = np.clip(cell_of(bx.min(1) - pad[lev], x0), 0, cells).astype(np.int64)
+        hx = np.clip(cell_of(bx.max(1) + pad[lev], x0) + 1, 0, cells).astype(np.int64)
+        ly = np.clip(cell_of(by.min(1) - pad[lev], y0), 0, cells).astype(np.int64)
+        hy = np.clip(cell_of(by.max(1) + pad[lev], y0) + 1, 0, cells).astype(np.int64)
+        found = sat[hx, hy] - sat[lx, hy] - sat[hx, ly] + sat[lx, ly]
+        out |= (found > 0).astype(np.uint64) << np.uint64(lev)
+    return out
 
 
 def _runs_of(key: np.ndarray) -> np.ndarray:

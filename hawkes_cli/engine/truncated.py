@@ -26,7 +26,10 @@ The level's radius is ``R_l = sqrt(2 kappa_l) sigma_x / sqrt(floor_l) <= h_l`` (
 
 Row blocks (``truncated_blocks``, model 1, and ``truncated_blocks2``, model 2, in
 ``kernels/truncated.cl``): up to 16 rows of one cell within 8 ``sigma_t`` share the enumeration
-of cells and their searches, level by level. With ``d`` the distance from a row to a cell's (or
+of cells and their searches, level by level. Rows of dense levels (tiny cells, one or two
+rows each) are grouped by the cells of a coarser level (``grid.grouping_level``), and each
+block skips the levels with no source within its reach (``grid.block_levels``; such sources
+are all in the far part below). With ``d`` the distance from a row to a cell's (or
 sub-cell's) rectangle, every source of a level-l cell has ``a_nm <= w_m exp(-(t_n - t_m) /
 sigma_t) exp(-d^2 floor_l / (2 sigma_x^2))``. A row sums exactly the sources of cells nearer
 than ``R_l`` that are newer than the block's ``min_j (t_j - sigma_t (kappa_l - v_j))``, ``v_j =
@@ -69,6 +72,7 @@ import logging
 import math
 from collections import OrderedDict
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -80,11 +84,14 @@ from .device import VEC, DeviceEvents
 from .grid import (
     EXP_SPAN,
     GridIndex,
+    block_levels,
     build_index,
+    grouping_level,
     initial_kappa,
     level_bands,
     level_kappas,
     row_blocks,
+    row_groups,
     source_levels,
     temporal_sums,
     visited_counts,
@@ -108,6 +115,17 @@ _CALIBRATION_BLOCKS = 512  # at least this many row blocks in the probe (all if 
 _CALIBRATION_SHARE = 25  # and at least one block in this many
 _CALIBRATION_STEP = 0.25  # a correction of the probe's kappa below this is not worth an index
 _CALIBRATION_NEAR = 3.0  # |log(bound / target)| within which the correction goes half way
+
+
+@dataclass(frozen=True)
+class _DeviceBlocks:
+    """Row blocks on the device: ``rows`` (count x 16 int32, :func:`~hawkes_cli.engine.grid.
+    row_blocks`) and ``near`` (count uint64, the levels within reach of each block,
+    :func:`~hawkes_cli.engine.grid.block_levels`)."""
+
+    rows: Any
+    near: Any
+    count: int
 
 
 def _solve_rows(parts: list, slope: float, target: float, kappa0: float) -> float:
@@ -218,13 +236,13 @@ class TruncatedBackend(BoundedPairBackend):
         self.nlevels = int(self._level.max()) + 1 if n else 1
         if self.nlevels > 40:
             raise ValueError("densities span more than 2^80; model 2 needs D_max / D_min < 2^80")
-        floor, self._ceil = level_bands(
+        self._floor, self._ceil = level_bands(
             events.density if model == 2 else None, self._level, self.nlevels
         )
         if kappa is None:
             kappa = initial_kappa(self.tolerance, n, float(self._ceil.max()))
         self.kappa = float(kappa)
-        self._buf_dlo = events.upload(floor)
+        self._buf_dlo = events.upload(self._floor)
 
         events.keep_float64_copies()
         self._reset_locations()
@@ -394,22 +412,22 @@ class TruncatedBackend(BoundedPairBackend):
         if nrows == 0:
             return np.empty(0), np.empty(0)
         index, b = self._build_index(sigma_x)
-        blocks, nblocks = self._blocks(index, sigma_x, sigma_t)
-        return self._bounded_pass(index, b, blocks, nblocks, b["kl"], kappa, sigma_x, sigma_t)
+        blocks = self._blocks(index, sigma_x, sigma_t)
+        return self._bounded_pass(index, b, blocks, b["kl"], kappa, sigma_x, sigma_t)
 
     def _bounded_pass(
         self,
         index: GridIndex,
         b: dict,
-        blocks: Any,
-        nblocks: int,
+        blocks: _DeviceBlocks,
         kl: Any,
         kappa: float,
         sigma_x: float,
         sigma_t: float,
     ) -> tuple[np.ndarray, np.ndarray]:
-        """Run the row-block kernel on ``blocks`` (a device buffer of ``nblocks`` x 16 rows) of
-        ``index`` at the cut-off ``kappa`` (per-level exponents in the device buffer ``kl``).
+        """Run the row-block kernel on ``blocks`` of ``index`` at the cut-off ``kappa``
+        (per-level exponents in the device buffer ``kl``; ``blocks`` made for an index of at
+        least this cut-off).
 
         Returns (E~, omega) for this backend's rows, each shape (rows,), float64; rows in no
         block hold stale values.
@@ -445,7 +463,7 @@ class TruncatedBackend(BoundedPairBackend):
         wg = self.exact.work_group or (1 if ev.device.info.kind == "cpu" else 64)
         self._k_blocks(
             self.queue,
-            (-(-max(nblocks, 1) // wg) * wg,),
+            (-(-max(blocks.count, 1) // wg) * wg,),
             (wg,),
             ev.buf_td,
             ev.buf_xd,
@@ -465,9 +483,10 @@ class TruncatedBackend(BoundedPairBackend):
             np.int32(self.nlevels),
             np.float64(self._x0),
             np.float64(self._y0),
-            blocks,
-            np.int32(nblocks),
+            blocks.rows,
+            np.int32(blocks.count),
             np.int32(self.row_start),
+            blocks.near,
             real(LOG2E / sigma_t),
             real(LOG2E / (2.0 * sigma_x * sigma_x)),
             real(ev.shift),
@@ -493,19 +512,34 @@ class TruncatedBackend(BoundedPairBackend):
         omega = norm * (self._tail_host + rest) * _SAFETY
         return e, omega
 
-    def _blocks(self, index: GridIndex, sigma_x: float, sigma_t: float):
+    def _blocks(self, index: GridIndex, sigma_x: float, sigma_t: float) -> _DeviceBlocks:
         """Row blocks of this backend's rows for the current index and ``sigma_t`` (cached)."""
         key = (sigma_x, self.kappa, sigma_t)
         hit = self._block_cache.get(key)
         if hit is not None:
             self._block_cache.move_to_end(key)
             return hit
-        blocks = row_blocks(index, self._t, self.row_start, self.row_stop, _BLOCK_WIDTH * sigma_t)
-        hit = (self.events.upload(blocks), blocks.shape[0])
+        hit = self._upload_blocks(self._row_blocks(index, sigma_t), sigma_x, self.kappa)
         self._block_cache[key] = hit
         while len(self._block_cache) > _INDEX_CACHE:
             self._block_cache.popitem(last=False)
         return hit
+
+    def _row_blocks(self, index: GridIndex, sigma_t: float) -> np.ndarray:
+        """This backend's rows in blocks (:func:`~hawkes_cli.engine.grid.row_blocks`); rows
+        of dense levels are grouped by the cells of a coarser one
+        (:func:`~hawkes_cli.engine.grid.grouping_level`)."""
+        width = _BLOCK_WIDTH * sigma_t
+        g = grouping_level(index, self._span, width)
+        group = row_groups(index, self._x, self._y, self._level, g) if g > 0 else None
+        return row_blocks(index, self._t, self.row_start, self.row_stop, width, group)
+
+    def _upload_blocks(self, blocks: np.ndarray, sigma_x: float, kappa: float) -> _DeviceBlocks:
+        """Upload row blocks with the levels within reach of each, for cut-offs up to
+        ``kappa`` (the kernel's reach per level is ``1.5 R_l``, see the module docstring)."""
+        reach = _REACH * np.sqrt(2.0 * level_kappas(kappa, self._ceil) / self._floor) * sigma_x
+        near = block_levels(self._x, self._y, self._level, self.nlevels, blocks, reach)
+        return _DeviceBlocks(self.events.upload(blocks), self.events.upload(near), blocks.shape[0])
 
     def calibrate(
         self,
@@ -545,7 +579,9 @@ class TruncatedBackend(BoundedPairBackend):
         comm = comm or SerialComm()
         target = _CALIBRATION_TARGET * self.tolerance
         k0 = initial_kappa(self.tolerance, self.n, float(self._ceil.max()))
-        ladder = np.clip(k0 + _CALIBRATION_LADDER, 1.0, _KAPPA_MAX)
+        # rungs within [1, 740] and distinct (the interpolation divides by their spacing)
+        k0 = min(max(k0, 1.0 - _CALIBRATION_LADDER[0]), _KAPPA_MAX - _CALIBRATION_LADDER[-1])
+        ladder = k0 + _CALIBRATION_LADDER
         top = float(ladder[-1])
         index, b = self._index_at(sigma_x, top)
         mine, ratios = self._probe(index, b, ladder, sigma_x, sigma_t, base, xi0)
@@ -597,7 +633,7 @@ class TruncatedBackend(BoundedPairBackend):
         least one in :data:`_CALIBRATION_SHARE`) and scaled by the stride to all of this rank's
         rows; and ``(stride, xi0 omega_n / lambda~_n of the sampled rows)`` at the last cut-off.
         """
-        rows = row_blocks(index, self._t, self.row_start, self.row_stop, _BLOCK_WIDTH * sigma_t)
+        rows = self._row_blocks(index, sigma_t)
         share = rows.shape[0] // _CALIBRATION_SHARE
         stride = max(1, rows.shape[0] // max(_CALIBRATION_BLOCKS, share))
         sample = np.ascontiguousarray(rows[::stride])
@@ -605,13 +641,11 @@ class TruncatedBackend(BoundedPairBackend):
         if mine.size == 0:
             return [0.0] * ladder.size, (0.0, np.empty(0))
         scale = rows.shape[0] / sample.shape[0]
-        blocks = self.events.upload(sample)
+        blocks = self._upload_blocks(sample, sigma_x, float(ladder.max()))
         out, ratio = [], np.empty(0)
         for kappa in ladder.tolist():
             kl = self.events.upload(level_kappas(kappa, self._ceil))
-            e, omega = self._bounded_pass(
-                index, b, blocks, sample.shape[0], kl, kappa, sigma_x, sigma_t
-            )
+            e, omega = self._bounded_pass(index, b, blocks, kl, kappa, sigma_x, sigma_t)
             lam = np.maximum(base[mine] + xi0 * e[mine], LAMBDA_FLOOR)
             ratio = xi0 * omega[mine] / lam
             out.append(scale * float(np.sum(np.log1p(ratio))))
