@@ -19,6 +19,7 @@ from hawkes_cli.engine.grid import (
     grouping_level,
     level_bands,
     level_kappas,
+    level_presence,
     row_blocks,
     row_groups,
     source_levels,
@@ -260,7 +261,7 @@ def test_block_levels_keep_every_level_within_reach():
     nlevels = index.h.size
     blocks = row_blocks(index, t, 0, t.size, 8.0)
     reach = 1.5 * index.h  # the kernel's reach is 1.5 R_l <= 1.5 h_l
-    near = block_levels(x, y, level, nlevels, blocks, reach)
+    near = block_levels(level_presence(x, y, level, nlevels), x, y, blocks, reach)
     cell = max(np.ptp(x), np.ptp(y)) / PRESENCE_CELLS
     kept = dropped = 0
     for b, blk in enumerate(blocks):

@@ -320,14 +320,58 @@ def row_blocks(
     return out[heavy_first].astype(np.int32)
 
 
+@dataclass(frozen=True)
+class Presence:
+    """Sources of each level counted on a uniform grid over the data's extent.
+
+    Attributes
+    ----------
+    x0, y0 : float
+        Corner of the grid (the smallest coordinates).
+    cell : float
+        Cell size (coordinate units).
+    sat : (L, C + 1, C + 1) int32
+        Summed-area table of each level's counts: ``sat[l, i, j]`` sources of level l in the
+        cells ``[0, i) x [0, j)``.
+    """
+
+    x0: float
+    y0: float
+    cell: float
+    sat: np.ndarray
+
+
+def level_presence(
+    x: np.ndarray, y: np.ndarray, level: np.ndarray, nlevels: int, cells: int = PRESENCE_CELLS
+) -> Presence:
+    """Count the sources of each level on a ``cells`` x ``cells`` grid (:class:`Presence`,
+    used by :func:`block_levels`; independent of the lengthscales, built once per set of
+    locations).
+
+    Parameters
+    ----------
+    x, y : (N,) float64
+        Locations of all events (coordinate units), N > 0.
+    level : (N,) int
+        Grid level of each source (:func:`source_levels`).
+    nlevels
+        Number of levels.
+    cells
+        Resolution per dimension.
+    """
+    x0, y0 = float(x.min()), float(y.min())
+    cell = max(float(x.max()) - x0, float(y.max()) - y0, 1e-300) / cells
+    gx = np.clip(np.floor((x - x0) / cell), 0, cells - 1).astype(np.int64)
+    gy = np.clip(np.floor((y - y0) / cell), 0, cells - 1).astype(np.int64)
+    key = (level.astype(np.int64) * cells + gx) * cells + gy
+    counts = np.bincount(key, minlength=nlevels * cells * cells).reshape(nlevels, cells, cells)
+    sat = np.zeros((nlevels, cells + 1, cells + 1), dtype=np.int32)
+    sat[:, 1:, 1:] = counts.cumsum(1).cumsum(2)
+    return Presence(x0=x0, y0=y0, cell=cell, sat=sat)
+
+
 def block_levels(
-    x: np.ndarray,
-    y: np.ndarray,
-    level: np.ndarray,
-    nlevels: int,
-    blocks: np.ndarray,
-    reach: np.ndarray,
-    cells: int = PRESENCE_CELLS,
+    presence: Presence, x: np.ndarray, y: np.ndarray, blocks: np.ndarray, reach: np.ndarray
 ) -> np.ndarray:
     """Which levels have a source within reach of each row block, one bit per level.
 
@@ -338,57 +382,47 @@ def block_levels(
     find nothing but cells to bound there, at the cost of a search per column (most of the
     kernel's time on levels of a few dense cities).
 
-    Presence is counted on a ``cells`` x ``cells`` grid over the data's extent (per-level
-    summed-area tables), and a block's box is widened to whole grid cells, so the test can only
+    A block's box is widened to whole cells of the ``presence`` grid, so the test can only
     keep a level too many, never drop one too many.
 
     Parameters
     ----------
+    presence
+        The sources' counts per level (:func:`level_presence`), L < 64 levels.
     x, y : (N,) float64
         Locations of all events (coordinate units).
-    level : (N,) int
-        Grid level of each source (:func:`source_levels`), below 64.
-    nlevels
-        Number of levels.
     blocks : (B, 16) int
         Row blocks (:func:`row_blocks`; ``~r`` marks a padding copy of row ``r``).
     reach : (L,) float64
         The kernel's reach per level (coordinate units), at least the one it will run with.
-    cells
-        Resolution of the presence grid per dimension.
 
     Returns
     -------
     (B,) uint64
     """
     out = np.zeros(blocks.shape[0], dtype=np.uint64)
-    if blocks.shape[0] == 0 or x.size == 0:
+    if blocks.shape[0] == 0:
         return out
-    x0, y0 = float(x.min()), float(y.min())
-    g = max(float(x.max()) - x0, float(y.max()) - y0, 1e-300) / cells
-    top = cells - 1
-
-    def cell_of(v: np.ndarray, v0: float) -> np.ndarray:
-        return np.floor((v - v0) / g)
-
+    sat, g = presence.sat, presence.cell
+    cells = sat.shape[1] - 1
     rows = np.where(blocks >= 0, blocks, ~blocks)
     bx, by = x[rows], y[rows]
+    box = (bx.min(1), bx.max(1), by.min(1), by.max(1))
     # a little more than the kernel's reach, for its own rounding
     pad = np.asarray(reach, dtype=np.float64) * (1.0 + 1e-9) + 1e-12 * g * cells
-    gx = np.clip(cell_of(x, x0), 0, top).astype(np.int64)
-    gy = np.clip(cell_of(y, y0), 0, top).astype(np.int64)
-    for lev in range(nlevels):
-        mine = level == lev
-        if not mine.any():
+
+    def cells_of(v: np.ndarray, v0: float, shift: int) -> np.ndarray:
+        return np.clip(np.floor((v - v0) / g) + shift, 0, cells).astype(np.int64)
+
+    for lev in range(sat.shape[0]):
+        if sat[lev, -1, -1] == 0:
             continue
-        counts = np.bincount(gx[mine] * cells + gy[mine], minlength=cells * cells)
-        sat = np.zeros((cells + 1, cells + 1), dtype=np.int64)
-        sat[1:, 1:] = counts.reshape(cells, cells).cumsum(0).cumsum(1)
-        lx = np.clip(cell_of(bx.min(1) - pad[lev], x0), 0, cells).astype(np.int64)
-        hx = np.clip(cell_of(bx.max(1) + pad[lev], x0) + 1, 0, cells).astype(np.int64)
-        ly = np.clip(cell_of(by.min(1) - pad[lev], y0), 0, cells).astype(np.int64)
-        hy = np.clip(cell_of(by.max(1) + pad[lev], y0) + 1, 0, cells).astype(np.int64)
-        found = sat[hx, hy] - sat[lx, hy] - sat[hx, ly] + sat[lx, ly]
+        lx = cells_of(box[0] - pad[lev], presence.x0, 0)
+        hx = cells_of(box[1] + pad[lev], presence.x0, 1)
+        ly = cells_of(box[2] - pad[lev], presence.y0, 0)
+        hy = cells_of(box[3] + pad[lev], presence.y0, 1)
+        s = sat[lev]
+        found = s[hx, hy] - s[lx, hy] - s[hx, ly] + s[lx, ly]
         out |= (found > 0).astype(np.uint64) << np.uint64(lev)
     return out
 

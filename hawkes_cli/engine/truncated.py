@@ -90,6 +90,7 @@ from .grid import (
     initial_kappa,
     level_bands,
     level_kappas,
+    level_presence,
     row_blocks,
     row_groups,
     source_levels,
@@ -297,6 +298,7 @@ class TruncatedBackend(BoundedPairBackend):
     def _reset_locations(self) -> None:
         self._x, self._y = self.events.x, self.events.y
         self._x0, self._y0 = float(self._x.min()), float(self._y.min())
+        self._presence = level_presence(self._x, self._y, self._level, self.nlevels)
         self._index_cache: OrderedDict[tuple[float, float], tuple[GridIndex, dict]] = OrderedDict()
         self._block_cache.clear()
 
@@ -538,7 +540,7 @@ class TruncatedBackend(BoundedPairBackend):
         """Upload row blocks with the levels within reach of each, for cut-offs up to
         ``kappa`` (the kernel's reach per level is ``1.5 R_l``, see the module docstring)."""
         reach = _REACH * np.sqrt(2.0 * level_kappas(kappa, self._ceil) / self._floor) * sigma_x
-        near = block_levels(self._x, self._y, self._level, self.nlevels, blocks, reach)
+        near = block_levels(self._presence, self._x, self._y, blocks, reach)
         return _DeviceBlocks(self.events.upload(blocks), self.events.upload(near), blocks.shape[0])
 
     def calibrate(
