@@ -18,6 +18,10 @@ Per N in ``--sizes``, model in ``--models`` and tolerance in ``--tolerances`` (d
   evaluations with the caches cleared (``lik.clear_cache()``); speed-up = exact / steady;
   kappa (``lik.backend.kappa``) and ``lik.tightenings``; the realised bound
   (``Evaluation.error_bound``) and the measured |l~(p0) - l(p0)|.
+* walk: then the median seconds of an evaluation at each of ``--walk-steps`` proposals of
+  sigma_x and sigma_t around p0, 1.7 conditional sds apart (as an MCMC chain proposes them after
+  warm-up): every proposal is a new trigger pass, and what the engine builds per lengthscale (grid
+  index, row blocks) is paid here, not in the steady figure.
 * differences: conditional posterior sd of each parameter in log space (flat prior) from the
   curvature of the truncated log-likelihood at p0 (a likelihood of its own, at the smallest
   tolerance of the run; cached with the exact values, so later runs use the same points), by
@@ -245,6 +249,28 @@ def timed_truncated(lik: Likelihood, repeats: int) -> dict:
     }
 
 
+#: Scale of the walk's proposals in conditional sds (2.4 / sqrt(d) with d = 2 is the
+#: random-walk optimum for the two lengthscales of the sampler's expensive block).
+WALK_SCALE = 1.7
+
+
+def timed_walk(lik: Likelihood, sds: dict[str, dict], steps: int, seed: int = 1) -> dict:
+    """Median seconds of a trigger pass along ``steps`` proposals of an MCMC chain near p0:
+    sigma_x and sigma_t each times ``exp(WALK_SCALE sd_log z)``, z standard normal, around p0
+    (as a chain after warm-up proposes them; every proposal is a new pass, and whatever the
+    engine builds per lengthscale, such as a grid index, is paid here and not in fast s)."""
+    rng = np.random.default_rng(seed)
+    secs = []
+    for _ in range(steps):
+        p = PARAMS
+        for name in ("sigma_x", "sigma_t"):
+            p = moved(p, name, WALK_SCALE * sds[name]["sd_log"] * float(rng.standard_normal()))
+        t0 = time.perf_counter()
+        lik.evaluate(p)
+        secs.append(time.perf_counter() - t0)
+    return {"walk_seconds": statistics.median(secs), "walk_seconds_all": secs}
+
+
 def truncated_sweep(lik: Likelihood, data: EventData, pts, max_sweeps: int = 3) -> dict:
     """Host log-likelihoods and realised bounds of the truncated engine at every point, all at
     one cut-off (the sweep is repeated if it tightened)."""
@@ -412,8 +438,8 @@ def fmt(value, spec: str, width: int) -> str:
 def table(rows: list[dict], mc: list[dict]) -> str:
     lines = [
         f"{'N':>8} {'model':>5} {'tol':>8} {'exact s':>8} {'fast s':>7} {'speed-up':>8} "
-        f"{'first s':>7} {'1st/st':>6} {'kappa':>6} {'tight':>5} {'bound':>8} {'|error|':>8} "
-        f"{'max|dErr|':>9} {'worst':>8} {'pt bound':>8}  exact / notes",
+        f"{'walk s':>7} {'first s':>7} {'1st/st':>6} {'kappa':>6} {'tight':>5} {'bound':>8} "
+        f"{'|error|':>8} {'max|dErr|':>9} {'worst':>8} {'pt bound':>8}  exact / notes",
     ]
     for r in rows:
         notes = [r.get("exact_timing", "-")]
@@ -424,7 +450,8 @@ def table(rows: list[dict], mc: list[dict]) -> str:
         lines.append(
             f"{r['n']:>8} {r['model']:>5} {r['tolerance']:>8.3g} "
             f"{fmt(r.get('exact_seconds'), '.4g', 8)} {r['fast_seconds']:7.3g} "
-            f"{fmt(r.get('speedup'), '.1f', 8)} {r['fast_first_seconds']:7.3g} "
+            f"{fmt(r.get('speedup'), '.1f', 8)} {fmt(r.get('walk_seconds'), '.3g', 7)} "
+            f"{r['fast_first_seconds']:7.3g} "
             f"{r['first_over_steady']:6.2f} {fmt(r['kappa'], '.2f', 6)} {r['tightenings']:>5} "
             f"{r['error_bound']:8.2e} {fmt(r.get('measured_error'), '.2e', 8)} "
             f"{fmt(r.get('max_diff_error'), '.2e', 9)} {r.get('worst_param', '-'):>8} "
@@ -445,6 +472,8 @@ COLUMNS = {
     "exact s": "seconds of one full evaluation of the exact kernel (tolerance 0) at p0",
     "fast s": "median seconds of a full truncated evaluation (caches cleared)",
     "speed-up": "exact s / fast s",
+    "walk s": "median seconds of a truncated evaluation at each of --walk-steps proposals of the "
+    "lengthscales around p0 (1.7 conditional sds; timed_walk)",
     "first s": "seconds of the first evaluation of a fresh truncated likelihood",
     "1st/st": "first s / fast s",
     "kappa": "cut-off exponent after the timed evaluations (lik.backend.kappa)",
@@ -484,6 +513,12 @@ def main() -> None:
         type=int,
         default=1,
         help="timed evaluations above N = 200,000 (after the first one)",
+    )
+    ap.add_argument(
+        "--walk-steps",
+        type=int,
+        default=8,
+        help="proposals of the lengthscales timed after the steady evaluations (walk s)",
     )
     ap.add_argument(
         "--exact-max",
@@ -556,6 +591,7 @@ def main() -> None:
                 reps = args.repeats if n <= 200_000 else args.large_repeats
                 row = {"n": n, "model": model, "precision": args.precision, "tolerance": tol}
                 row |= timed_truncated(lik, reps)
+                row |= timed_walk(lik, sds, args.walk_steps)
                 sd_tol = sds.get("from_tolerance")
                 pts = sweep_points(PARAMS, sds)
                 if args.sweep_cutoff == "fixed" and hasattr(lik, "adapt_cutoff"):

@@ -130,8 +130,9 @@ __kernel void cell_prefix16(__global const double *st, __global const double *sw
  * factors are vectors over the rows (DESIGN.md section 2; host: hawkes_cli/engine/grid.py,
  * truncated.py). Source m has the term w_m exp(-u) exp(-|x_n - x_m|^2 D_m / (2 sigma_x^2))
  * (model 1: w_m = D_m = 1; model 2: w_m = D_m), so with u = (t_j - t_m)/sigma_t and
- * v_j = (distance from row j to the cell's rectangle)^2 dlo_l / (2 sigma_x^2), every source
- * of a level-l cell has a term <= w_m exp(-u - v_j) (D_m >= dlo_l). The prefix sums carry w_m.
+ * v_j = (distance from row j to the cell's rectangle)^2 dlo_c / (2 sigma_x^2), dlo_c the
+ * smallest density of the cell's sources (>= the level's dlo_l), every source of the cell has
+ * a term <= w_m exp(-u - v_j) (D_m >= dlo_c). The prefix sums carry w_m.
  * Each level has its own cut-off exponent kappa_l (host: kappa + log(the level's largest
  * density / the largest density), so that the weight times exp(-kappa_l) is about the same in
  * every level; model 1: kappa). For each level, for each non-empty cell within reach_l =
@@ -277,9 +278,11 @@ static void blocks_body(
     __global const real *sw, __global const double *std, __global const double *pre,
     __global const double *pre16,
     /* cells and grids: level l holds cells [loff[l], loff[l + 1]) of size hs[l], whose
-     * sources have densities >= dlo[l] (1 for model 1) */
-    __global const long *ckey, __global const int *cbeg, __global const int *loff,
-    __global const double *hs, __global const double *dlo, const int nlevels,
+     * sources have densities >= dlo[l]; cell c's sources have densities >= cdlo[c] >= dlo[l]
+     * (1 for model 1) */
+    __global const long *ckey, __global const int *cbeg, __global const double *cdlo,
+    __global const int *loff, __global const double *hs, __global const double *dlo,
+    const int nlevels,
     const double x0, const double y0,
     /* blocks: LANES event indices each, in time order; ~r marks a padding lane (a copy of
      * row r, evaluated but not stored) */
@@ -328,8 +331,8 @@ static void blocks_body(
             continue;
         }
         const double h = hs[lev], inv_h = 1.0 / h, hq = 0.25 * h, kappa = kl[lev];
-        const double vs = model2 ? vscale * dlo[lev] : vscale;
-        const double rch = 1.5 * sqrt(kappa / vs); /* 1.5 R_l */
+        const double vlev = model2 ? vscale * dlo[lev] : vscale;
+        const double rch = 1.5 * sqrt(kappa / vlev); /* 1.5 R_l */
         const long ix0 = (long)floor((xmin - rch - x0) * inv_h);
         const long ix1 = (long)floor((xmax + rch - x0) * inv_h);
         const long iy0 = (long)floor((ymin - rch - y0) * inv_h);
@@ -354,6 +357,8 @@ static void blocks_body(
             for (; c < kb && ckey[c] <= kbase + iy1; ++c) {
                 const double cya = y0 + (double)(ckey[c] - kbase) * h;
                 const dvec gy = gap(yn, cya, h);
+                /* the cell's smallest density (>= the level's) scales every distance below */
+                const double vs = vscale * cdlo[c];
                 const dvec v = (gx * gx + gy * gy) * vs;
                 const int cb = cbeg[c], ce = cbeg[c + 1];
                 if (hmin(v) >= kappa) { /* ring cell: bound only, each row its own past */
@@ -463,18 +468,20 @@ static void blocks_body(
                        __global const real *sw, __global const double *std,                   \
                        __global const double *pre, __global const double *pre16,              \
                        __global const long *ckey, __global const int *cbeg,                   \
-                       __global const int *loff, __global const double *hs,                   \
-                       __global const double *dlo, const int nlevels, const double x0,        \
-                       const double y0, __global const int *brow, const int nblocks,          \
-                       const int row0, __global const ulong *bmask, const real kt,            \
-                       const real kx, const real shift, __global const double *kl,            \
+                       __global const double *cdlo, __global const int *loff,                 \
+                       __global const double *hs, __global const double *dlo,                 \
+                       const int nlevels, const double x0, const double y0,                   \
+                       __global const int *brow, const int nblocks, const int row0,           \
+                       __global const ulong *bmask, const real kt, const real kx,             \
+                       const real shift, __global const double *kl,                           \
                        const double sigma_t, const double vscale, const double t0,            \
                        const double inv_sigma_t, const int exp_mode, __global double *out_e,  \
                        __global double *out_tail, __global double *out_ring)                  \
     {                                                                                          \
-        blocks_body(td, xd, yd, st, sxr, syr, sw, std, pre, pre16, ckey, cbeg, loff, hs, dlo,  \
-                    nlevels, x0, y0, brow, nblocks, row0, bmask, kt, kx, shift, kl, sigma_t,   \
-                    vscale, t0, inv_sigma_t, exp_mode, out_e, out_tail, out_ring, model2);     \
+        blocks_body(td, xd, yd, st, sxr, syr, sw, std, pre, pre16, ckey, cbeg, cdlo, loff, hs, \
+                    dlo, nlevels, x0, y0, brow, nblocks, row0, bmask, kt, kx, shift, kl,       \
+                    sigma_t, vscale, t0, inv_sigma_t, exp_mode, out_e, out_tail, out_ring,     \
+                    model2);                                                                   \
     }
 
 /* model 1: one level, unit weights */

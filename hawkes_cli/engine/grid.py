@@ -31,6 +31,8 @@ KAPPA_FLOOR = 1.0
 #: Resolution per dimension of the grid that tells which levels are near a row block
 #: (:func:`block_levels`).
 PRESENCE_CELLS = 512
+#: Steps per factor 2 of the lengthscale lattice (:func:`lattice_up`).
+LATTICE_STEPS = 16
 
 
 def initial_kappa(tolerance: float, n: int, dmax: float = 1.0) -> float:
@@ -44,6 +46,26 @@ def initial_kappa(tolerance: float, n: int, dmax: float = 1.0) -> float:
     :data:`KAPPA_FLOOR` (a tolerance above ``n dmax`` nats would give a negative one).
     """
     return max(math.log(max(n, 2) * max(dmax, 1.0) / tolerance), KAPPA_FLOOR)
+
+
+def lattice_up(value: float) -> float:
+    """The smallest power of ``2^(1 / LATTICE_STEPS)`` at or above ``value`` (> 0).
+
+    The grid index, the row blocks and the levels within reach of each block are built for
+    ``sigma_x`` and ``sigma_t`` rounded up to this lattice (at most 4.4 % above them): cells
+    at least the cut-off radius and a reach at least the kernel's are valid at any smaller
+    ``sigma_x``, and a block's time width only decides which rows share it. So the proposals
+    of an MCMC chain, which move the lengthscales by a few per cent, mostly reuse them, while
+    the terms and the bound use the exact values. A pure function of ``value``: the truncated
+    log-likelihood stays a function of the parameters, whatever was evaluated before.
+    """
+    k = math.ceil(LATTICE_STEPS * math.log2(value))
+    # log2 may round either way by an ulp: settle on the smallest point >= value
+    while 2.0 ** ((k - 1) / LATTICE_STEPS) >= value:
+        k -= 1
+    while 2.0 ** (k / LATTICE_STEPS) < value:
+        k += 1
+    return 2.0 ** (k / LATTICE_STEPS)
 
 
 def temporal_sums(time: np.ndarray, weight: np.ndarray, lo: np.ndarray, sigma_t: float):

@@ -30,16 +30,24 @@ of cells and their searches, level by level. Rows of dense levels (tiny cells, o
 rows each) are grouped by the cells of a coarser level (``grid.grouping_level``), and each
 block skips the levels with no source within its reach (``grid.block_levels``; such sources
 are all in the far part below). With ``d`` the distance from a row to a cell's (or
-sub-cell's) rectangle, every source of a level-l cell has ``a_nm <= w_m exp(-(t_n - t_m) /
-sigma_t) exp(-d^2 floor_l / (2 sigma_x^2))``. A row sums exactly the sources of cells nearer
-than ``R_l`` that are newer than the block's ``min_j (t_j - sigma_t (kappa_l - v_j))``, ``v_j =
-d_j^2 floor_l / (2 sigma_x^2)`` (the paraboloid ``u + v <= kappa_l`` of the ideal cut-off,
-widened to the block); the older ones of those cells are bounded by sub-cell (4 x 4 sub-cells
-in the rows' own cell, 4 strips in the others; per-cell prefix sums of ``w_m exp(t_m /
-sigma_t)``), cells between ``R_l`` and ``1.5 R_l`` by their own distance (``ring_n``), and
-everything farther by ``far_n = sum_{m < lo_n} exp(-2.25 kappa_l(m)) w_m exp(-(t_n - t_m) /
-sigma_t)`` (O(N) on the host). When the time span exceeds 600 ``sigma_t``, prefix sums are
-plain weights and the ring and far parts are bounded together with ``exp(-kappa_l(m))``.
+sub-cell's) rectangle and ``floor_c >= floor_l`` the smallest density of the cell's sources,
+every source of the cell has ``a_nm <= w_m exp(-(t_n - t_m) / sigma_t) exp(-d^2 floor_c / (2
+sigma_x^2))``. A row sums exactly the sources of cells nearer than ``R_l`` that are newer than
+the block's ``min_j (t_j - sigma_t (kappa_l - v_j))``, ``v_j = d_j^2 floor_c / (2 sigma_x^2)``
+(the paraboloid ``u + v <= kappa_l`` of the ideal cut-off, widened to the block); the older
+ones of those cells are bounded by sub-cell (4 x 4 sub-cells in the rows' own cell, 4 strips
+in the others; per-cell prefix sums of ``w_m exp(t_m / sigma_t)``), cells between ``R_l`` and
+``1.5 R_l`` by their own distance (``ring_n``), and everything farther by ``far_n = sum_{m <
+lo_n} exp(-2.25 kappa_l(m)) w_m exp(-(t_n - t_m) / sigma_t)`` (O(N) on the host). When the time
+span exceeds 600 ``sigma_t``, prefix sums are plain weights and the ring and far parts are
+bounded together with ``exp(-kappa_l(m))``.
+
+The grid index, the row blocks and each block's levels are built for ``sigma_x`` and
+``sigma_t`` rounded up to powers of ``2^(1/16)`` (``grid.lattice_up``): cells and reaches a
+little larger than needed are valid, and an MCMC chain's proposals, which move the
+lengthscales by a few per cent, then mostly reuse them instead of paying the host work
+(sorting, blocking) at every trigger pass. The terms, the prefix sums and the bound use the
+exact ``sigma_x`` and ``sigma_t``; the result is still a function of the parameters alone.
 
 So the omitted part of ``E_n`` is ``0 <= omega_n <= c (tail_n + ring_n + far_n)`` (times
 ``1 + 1e-8`` for rounding of the bound itself). The truncated rate ``lam~_n = lambda_n -
@@ -88,6 +96,7 @@ from .grid import (
     build_index,
     grouping_level,
     initial_kappa,
+    lattice_up,
     level_bands,
     level_kappas,
     level_presence,
@@ -303,7 +312,9 @@ class TruncatedBackend(BoundedPairBackend):
         self._block_cache.clear()
 
     def _build_index(self, sigma_x: float) -> tuple[GridIndex, dict]:
-        key = (sigma_x, self.kappa)
+        """The grid index for ``sigma_x`` at the current cut-off and its device buffers
+        (cached; the same for every ``sigma_x`` of one lattice step, see :meth:`_index_at`)."""
+        key = (lattice_up(sigma_x), self.kappa)
         hit = self._index_cache.get(key)
         if hit is not None:
             self._index_cache.move_to_end(key)
@@ -315,14 +326,16 @@ class TruncatedBackend(BoundedPairBackend):
         return index, bufs
 
     def _index_at(self, sigma_x: float, kappa: float) -> tuple[GridIndex, dict]:
-        """The grid index of ``(sigma_x, kappa)`` and its device buffers (not cached)."""
+        """The grid index of ``(sigma_x, kappa)`` and its device buffers (not cached), built
+        for ``sigma_x`` rounded up to the lengthscale lattice
+        (:func:`~hawkes_cli.engine.grid.lattice_up`): cells at least the cut-off radius."""
         index = build_index(
             self._x,
             self._y,
             self._level,
             self.nlevels,
             self._r_unit,
-            sigma_x,
+            lattice_up(sigma_x),
             level_kappas(kappa, self._ceil),
         )
         return index, self._upload_index(index, kappa)
@@ -356,6 +369,12 @@ class TruncatedBackend(BoundedPairBackend):
             "sq": self.events.upload((4 * qx + qy).astype(np.uint8)),
             "ckey": self.events.upload(index.cell_key.astype(np.int64)),
             "cbeg": self.events.upload(index.cell_begin),
+            # the smallest density (model 1: weight 1) of each cell's sources
+            "cdlo": self.events.upload(
+                np.minimum.reduceat(self._w[o], index.cell_begin[:-1])
+                if index.cell_key.size
+                else np.ones(1)
+            ),
             "loff": self.events.upload(index.level_offset),
             "hs": self.events.upload(index.h),
             "kl": self.events.upload(level_kappas(kappa, self._ceil)),
@@ -479,6 +498,7 @@ class TruncatedBackend(BoundedPairBackend):
             b["pre16"],
             b["ckey"],
             b["cbeg"],
+            b["cdlo"],
             b["loff"],
             b["hs"],
             self._buf_dlo,
@@ -515,8 +535,9 @@ class TruncatedBackend(BoundedPairBackend):
         return e, omega
 
     def _blocks(self, index: GridIndex, sigma_x: float, sigma_t: float) -> _DeviceBlocks:
-        """Row blocks of this backend's rows for the current index and ``sigma_t`` (cached)."""
-        key = (sigma_x, self.kappa, sigma_t)
+        """Row blocks of this backend's rows for the current index and ``sigma_t`` (cached; the
+        same for every ``sigma_x`` and ``sigma_t`` of one lattice step)."""
+        key = (lattice_up(sigma_x), self.kappa, lattice_up(sigma_t))
         hit = self._block_cache.get(key)
         if hit is not None:
             self._block_cache.move_to_end(key)
@@ -530,16 +551,19 @@ class TruncatedBackend(BoundedPairBackend):
     def _row_blocks(self, index: GridIndex, sigma_t: float) -> np.ndarray:
         """This backend's rows in blocks (:func:`~hawkes_cli.engine.grid.row_blocks`); rows
         of dense levels are grouped by the cells of a coarser one
-        (:func:`~hawkes_cli.engine.grid.grouping_level`)."""
-        width = _BLOCK_WIDTH * sigma_t
+        (:func:`~hawkes_cli.engine.grid.grouping_level`). The blocks span up to 8 ``sigma_t``
+        rounded up to the lengthscale lattice (the width only decides which rows share one)."""
+        width = _BLOCK_WIDTH * lattice_up(sigma_t)
         g = grouping_level(index, self._span, width)
         group = row_groups(index, self._x, self._y, self._level, g) if g > 0 else None
         return row_blocks(index, self._t, self.row_start, self.row_stop, width, group)
 
     def _upload_blocks(self, blocks: np.ndarray, sigma_x: float, kappa: float) -> _DeviceBlocks:
         """Upload row blocks with the levels within reach of each, for cut-offs up to
-        ``kappa`` (the kernel's reach per level is ``1.5 R_l``, see the module docstring)."""
-        reach = _REACH * np.sqrt(2.0 * level_kappas(kappa, self._ceil) / self._floor) * sigma_x
+        ``kappa`` and lengthscales up to ``sigma_x`` rounded up to the lattice (the kernel's
+        reach per level is ``1.5 R_l``, see the module docstring)."""
+        reach = _REACH * np.sqrt(2.0 * level_kappas(kappa, self._ceil) / self._floor)
+        reach = reach * lattice_up(sigma_x)
         near = block_levels(self._presence, self._x, self._y, blocks, reach)
         return _DeviceBlocks(self.events.upload(blocks), self.events.upload(near), blocks.shape[0])
 
