@@ -579,9 +579,11 @@ class TruncatedBackend(BoundedPairBackend):
 
         A sample of the row blocks (about 4 %, at least 512 blocks) is evaluated at a ladder of
         cut-offs on one grid index (built for the largest; a grid of larger cells is valid at
-        every smaller cut-off), the realised bound ``sum_n log1p(xi0 omega_n / lambda~_n)`` of
-        the sample is scaled to all rows and summed over ranks, and ``kappa`` is set where the
-        log-linear interpolation of that curve reaches half the tolerance. One more probe on the
+        every smaller cut-off), from the smallest up to the first whose bound meets the target
+        (the larger ones cost the most and cannot move the answer), the realised bound ``sum_n
+        log1p(xi0 omega_n / lambda~_n)`` of the sample is scaled to all rows and summed over
+        ranks, and ``kappa`` is set where the log-linear interpolation of that curve reaches
+        half the tolerance. One more probe on the
         index of that cut-off (the ladder's coarser cells bound differently) corrects it half way
         along the curve's local slope. The first full evaluation then usually meets the
         tolerance without tightening.
@@ -608,10 +610,11 @@ class TruncatedBackend(BoundedPairBackend):
         # rungs within [1, 740] and distinct (the interpolation divides by their spacing)
         k0 = min(max(k0, 1.0 - _CALIBRATION_LADDER[0]), _KAPPA_MAX - _CALIBRATION_LADDER[-1])
         ladder = k0 + _CALIBRATION_LADDER
+        index, b = self._index_at(sigma_x, float(ladder[-1]))
+        probed, ratios = self._probe(index, b, ladder, sigma_x, sigma_t, base, xi0, comm, target)
+        bounds = np.array(probed)
+        ladder = ladder[: bounds.size]
         top = float(ladder[-1])
-        index, b = self._index_at(sigma_x, top)
-        mine, ratios = self._probe(index, b, ladder, sigma_x, sigma_t, base, xi0)
-        bounds = np.array([comm.allreduce_sum(x) for x in mine])
         logb = np.log(np.maximum(bounds, 1e-300))
         slopes = np.maximum(-np.diff(logb) / np.diff(ladder), 1.0)
         if bounds[-1] > target:  # beyond the ladder: from the top rung's rows
@@ -622,8 +625,9 @@ class TruncatedBackend(BoundedPairBackend):
         # more on the index of the chosen cut-off (kept for the first evaluation) and correct
         self.kappa = kappa
         index, b = self._build_index(sigma_x)
-        (mine,), ratios = self._probe(index, b, np.array([kappa]), sigma_x, sigma_t, base, xi0)
-        local = comm.allreduce_sum(mine)
+        (local,), ratios = self._probe(
+            index, b, np.array([kappa]), sigma_x, sigma_t, base, xi0, comm
+        )
         i = int(np.clip(np.searchsorted(ladder, kappa), 1, ladder.size - 1))
         fixed = _solve_rows(comm.allgather(ratios), float(slopes[i - 1]), target, kappa)
         if abs(math.log(max(local, 1e-300) / target)) <= _CALIBRATION_NEAR:
@@ -653,28 +657,37 @@ class TruncatedBackend(BoundedPairBackend):
         sigma_t: float,
         base: np.ndarray,
         xi0: float,
+        comm: Comm,
+        stop_below: float = -math.inf,
     ) -> tuple[list[float], tuple[float, np.ndarray]]:
-        """This rank's realised bound at each cut-off of ``ladder`` (nats), estimated from
-        every stride-th row block of ``index`` (at least :data:`_CALIBRATION_BLOCKS` blocks, at
-        least one in :data:`_CALIBRATION_SHARE`) and scaled by the stride to all of this rank's
-        rows; and ``(stride, xi0 omega_n / lambda~_n of the sampled rows)`` at the last cut-off.
+        """The realised bound (nats, summed over ranks; collective) at the cut-offs of
+        ``ladder`` in turn, from the second one on stopping after the first at or below
+        ``stop_below``. Each rank estimates its share from every stride-th row block of
+        ``index`` (at least :data:`_CALIBRATION_BLOCKS` blocks, at least one in
+        :data:`_CALIBRATION_SHARE`) scaled by the stride to all of its rows. Also returns
+        this rank's ``(stride, xi0 omega_n / lambda~_n of the sampled rows)`` at the last
+        cut-off evaluated.
         """
         rows = self._row_blocks(index, sigma_t)
         share = rows.shape[0] // _CALIBRATION_SHARE
         stride = max(1, rows.shape[0] // max(_CALIBRATION_BLOCKS, share))
         sample = np.ascontiguousarray(rows[::stride])
         mine = sample[sample >= 0] - self.row_start
-        if mine.size == 0:
-            return [0.0] * ladder.size, (0.0, np.empty(0))
-        scale = rows.shape[0] / sample.shape[0]
-        blocks = self._upload_blocks(sample, sigma_x, float(ladder.max()))
+        scale = rows.shape[0] / sample.shape[0] if mine.size else 0.0
+        if mine.size:
+            blocks = self._upload_blocks(sample, sigma_x, float(ladder.max()))
         out, ratio = [], np.empty(0)
         for kappa in ladder.tolist():
-            kl = self.events.upload(level_kappas(kappa, self._ceil))
-            e, omega = self._bounded_pass(index, b, blocks, kl, kappa, sigma_x, sigma_t)
-            lam = np.maximum(base[mine] + xi0 * e[mine], LAMBDA_FLOOR)
-            ratio = xi0 * omega[mine] / lam
-            out.append(scale * float(np.sum(np.log1p(ratio))))
+            local = 0.0
+            if mine.size:
+                kl = self.events.upload(level_kappas(kappa, self._ceil))
+                e, omega = self._bounded_pass(index, b, blocks, kl, kappa, sigma_x, sigma_t)
+                lam = np.maximum(base[mine] + xi0 * e[mine], LAMBDA_FLOOR)
+                ratio = xi0 * omega[mine] / lam
+                local = scale * float(np.sum(np.log1p(ratio)))
+            out.append(comm.allreduce_sum(local))
+            if len(out) >= 2 and out[-1] <= stop_below:
+                break
         return out, (scale, ratio)
 
     def tighten(self, excess: float) -> bool:
