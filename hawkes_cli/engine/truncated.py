@@ -583,10 +583,9 @@ class TruncatedBackend(BoundedPairBackend):
         (the larger ones cost the most and cannot move the answer), the realised bound ``sum_n
         log1p(xi0 omega_n / lambda~_n)`` of the sample is scaled to all rows and summed over
         ranks, and ``kappa`` is set where the log-linear interpolation of that curve reaches
-        half the tolerance. One more probe on the
-        index of that cut-off (the ladder's coarser cells bound differently) corrects it half way
-        along the curve's local slope. The first full evaluation then usually meets the
-        tolerance without tightening.
+        half the tolerance. One more probe on the index of that cut-off (the ladder's coarser
+        cells bound differently) corrects it half way along the curve's local slope. The first
+        full evaluation then usually meets the tolerance without tightening.
 
         Parameters
         ----------
