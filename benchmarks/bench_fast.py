@@ -2,7 +2,8 @@
 in log-likelihood DIFFERENCES (nats) next to each speed-up.
 
 Data: ``bench_loglik.make_data`` -- US-like clustered events (300 'cities' of Zipf sizes, spread
-0.15 degrees, lon/lat degrees, model-2 densities 0.04 to 70,000), integer days over three years;
+0.15 degrees, lon/lat degrees, model-2 densities 0.04 to 70,000), integer days over three years
+(``--data counties``: ``bench_loglik.make_county_data``, events on the real counties);
 centre ``p0 = bench_loglik.PARAMS`` (sigma_x = 0.08 degrees, sigma_t = 20 days). OpenCL on the
 default device (``--device``), ``--precision`` float32 for both engines.
 
@@ -81,7 +82,7 @@ from scipy.special import ndtr
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from bench_loglik import AREA, PARAMS, make_data  # noqa: E402
+from bench_loglik import AREA, PARAMS, make_county_data, make_data  # noqa: E402
 
 from hawkes_cli.config import load_config  # noqa: E402
 from hawkes_cli.data import EventData, save_events  # noqa: E402
@@ -507,6 +508,13 @@ def main() -> None:
     ap.add_argument("--precision", default="float32", choices=["float32", "float64"])
     ap.add_argument("--device", default=None, help="OpenCL device spec (default: the default)")
     ap.add_argument("--seed", type=int, default=0, help="data seed of bench_loglik.make_data")
+    ap.add_argument(
+        "--data",
+        choices=["cities", "counties"],
+        default="cities",
+        help="cities: bench_loglik.make_data (the issue-14 table); counties: make_county_data\n"
+        "(population-weighted events on the real counties)",
+    )
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument(
         "--large-repeats",
@@ -557,7 +565,10 @@ def main() -> None:
     device = None
     exact_ref: dict[int, tuple[int, float]] = {}
     for n in args.sizes:
-        data = make_data(n, "days", seed=args.seed)
+        if args.data == "counties":
+            data = make_county_data(n, seed=args.seed)
+        else:
+            data = make_data(n, "days", seed=args.seed)
         dhash = data_hash(data)
         for model in args.models:
             stem = f"n{n}-m{model}-{args.precision}-d{dhash}"
@@ -590,6 +601,7 @@ def main() -> None:
                 device = device or device_name(lik)
                 reps = args.repeats if n <= 200_000 else args.large_repeats
                 row = {"n": n, "model": model, "precision": args.precision, "tolerance": tol}
+                row["data"] = args.data
                 row |= timed_truncated(lik, reps)
                 row |= timed_walk(lik, sds, args.walk_steps)
                 sd_tol = sds.get("from_tolerance")

@@ -284,7 +284,7 @@ def test_row_blocks_cover_each_row_once_within_one_cell(grouped):
     width = 8.0
     if grouped:
         t, x, y, _, level, index = _model2_index(3000, seed=6)
-        g = grouping_level(index, float(t[-1] - t[0]), width)
+        g = grouping_level(index, x, y, level, float(t[-1] - t[0]), width)
         assert g > 0  # rows of finer levels are grouped
         cell_of = row_groups(index, x, y, level, g)
         assert np.all(cell_of[level < g] >> 44 == g) and np.all(cell_of >> 44 >= level)

@@ -309,6 +309,7 @@ class TruncatedBackend(BoundedPairBackend):
         self._x0, self._y0 = float(self._x.min()), float(self._y.min())
         self._presence = level_presence(self._x, self._y, self._level, self.nlevels)
         self._index_cache: OrderedDict[tuple[float, float], tuple[GridIndex, dict]] = OrderedDict()
+        self._group_cache: OrderedDict[tuple[bytes, float], int] = OrderedDict()
         self._block_cache.clear()
 
     def _build_index(self, sigma_x: float) -> tuple[GridIndex, dict]:
@@ -554,7 +555,13 @@ class TruncatedBackend(BoundedPairBackend):
         (:func:`~hawkes_cli.engine.grid.grouping_level`). The blocks span up to 8 ``sigma_t``
         rounded up to the lengthscale lattice (the width only decides which rows share one)."""
         width = _BLOCK_WIDTH * lattice_up(sigma_t)
-        g = grouping_level(index, self._span, width)
+        key = (index.h.tobytes(), width)  # the cell sizes identify the index
+        g = self._group_cache.get(key)
+        if g is None:
+            g = grouping_level(index, self._x, self._y, self._level, self._span, width)
+            self._group_cache[key] = g
+            while len(self._group_cache) > 4 * _INDEX_CACHE:
+                self._group_cache.popitem(last=False)
         group = row_groups(index, self._x, self._y, self._level, g) if g > 0 else None
         return row_blocks(index, self._t, self.row_start, self.row_stop, width, group)
 
