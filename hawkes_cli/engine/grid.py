@@ -32,8 +32,10 @@ KAPPA_FLOOR = 1.0
 #: (:func:`block_levels`).
 PRESENCE_CELLS = 512
 #: Rows per time bin that an occupied cell of the grouping level holds on average
-#: (:func:`grouping_level`; measured at 200k on clustered and real-county data).
-GROUP_ROWS_PER_BIN = 1.0
+#: (:func:`grouping_level`): on bench_loglik's cities it picks the level the previous rule
+#: did at 1M (6) and one finer at 200k (7); on real-county data level 8 at 200k, where the
+#: previous rule fell back to the coarsest (11) and the kernel was 4-5 times slower.
+GROUP_ROWS_PER_BIN = 4.0
 #: Steps per factor 2 of the lengthscale lattice (:func:`lattice_up`).
 LATTICE_STEPS = 16
 
@@ -265,7 +267,7 @@ def grouping_level(
     one or two rows (its cells are tiny), and every block pays for its walk over the cells of
     every level in reach; but a block as wide as a coarse level's cell walks over all the
     dense levels' cells in it (at 200k on real-county data, grouping by the coarsest level
-    made the kernel 5.7 times slower than by the level this rule picks).
+    made the kernel 4-5 times slower than by level 6 or 8).
 
     Parameters
     ----------
@@ -287,7 +289,11 @@ def grouping_level(
         mine = level <= g
         cx = np.floor((x[mine] - x0) * index.inv_h[g]).astype(np.int64)
         cy = np.floor((y[mine] - y0) * index.inv_h[g]).astype(np.int64)
-        cells = np.unique(cx * KEY_STRIDE + cy).size
+        ny = int(cy.max()) + 1 if cy.size else 1
+        if cx.size and (int(cx.max()) + 1) * ny <= 8 * cx.size:  # a coarse grid: count
+            cells = np.count_nonzero(np.bincount(cx * ny + cy))
+        else:
+            cells = np.unique(cx * KEY_STRIDE + cy).size
         if np.count_nonzero(mine) >= GROUP_ROWS_PER_BIN * bins * cells:
             return int(g)
     return int(used[-1])
