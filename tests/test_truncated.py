@@ -12,6 +12,7 @@ from hawkes_cli.data import EventData
 from hawkes_cli.engine import make_likelihood
 from hawkes_cli.engine.base import Likelihood
 from hawkes_cli.engine.grid import (
+    GROUP_ROWS_PER_BIN,
     KAPPA_FLOOR,
     LATTICE_STEPS,
     PRESENCE_CELLS,
@@ -307,6 +308,44 @@ def test_row_blocks_cover_each_row_once_within_one_cell(grouped):
         assert t[rows[-1]] - t[rows[0]] <= width  # sixteen consecutive rows, or one bin
     if grouped:  # fewer, fuller blocks than the rows' own cells give (1697 vs 1988 here)
         assert blocks.shape[0] < 0.9 * row_blocks(index, t, 500, 2500, width).shape[0]
+
+
+def test_grouping_level_is_not_the_coarsest_when_sparse_levels_hold_few_rows():
+    """Real-county data: the sparse levels hold a handful of events, so the previous rule (a
+    level's own sources per cell) found no level and grouped every dense row by the coarsest
+    level's continent-sized cells (4-5 times slower). The rule counts the rows being grouped:
+    here it must pick a level between the densest and the coarsest, and the one it picks must
+    hold GROUP_ROWS_PER_BIN rows of the levels at or below it per occupied cell and bin (hand
+    count with np.unique), the next finer one not."""
+    rng = np.random.default_rng(3)
+    n_dense, n_sparse = 6000, 6
+    centres = rng.uniform([-120, 30], [-75, 45], (40, 2))
+    city = rng.integers(0, 40, n_dense)
+    x = np.concatenate(
+        [centres[city, 0] + rng.normal(0, 0.1, n_dense), rng.uniform(-120, -75, n_sparse)]
+    )
+    y = np.concatenate(
+        [centres[city, 1] + rng.normal(0, 0.1, n_dense), rng.uniform(30, 45, n_sparse)]
+    )
+    d = np.concatenate([rng.uniform(500, 5000, n_dense), rng.uniform(0.05, 0.2, n_sparse)])
+    level, r_unit = source_levels(d, d.size)
+    nlevels = int(level.max()) + 1
+    index = build_index(
+        x, y, level, nlevels, r_unit, 0.08, level_kappas(20.0, level_bands(d, level, nlevels)[1])
+    )
+    span, width = 1000.0, 160.0
+    g = grouping_level(index, x, y, level, span, width)
+    used = np.flatnonzero(np.diff(index.level_offset) > 0)
+    assert used[0] < g < used[-1]
+
+    def per_cell(lev: int) -> float:
+        mine = level <= lev
+        cx = np.floor((x[mine] - x.min()) * index.inv_h[lev]).astype(np.int64)
+        cy = np.floor((y[mine] - y.min()) * index.inv_h[lev]).astype(np.int64)
+        return mine.sum() / np.unique(np.column_stack([cx, cy]), axis=0).shape[0] / (span / width)
+
+    assert per_cell(g) >= GROUP_ROWS_PER_BIN
+    assert all(per_cell(lev) < GROUP_ROWS_PER_BIN for lev in used[used < g])
 
 
 def test_block_levels_keep_every_level_within_reach():
