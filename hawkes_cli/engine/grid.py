@@ -73,6 +73,16 @@ def lattice_up(value: float) -> float:
     return 2.0 ** (k / LATTICE_STEPS)
 
 
+def cell_coords(
+    x: np.ndarray, y: np.ndarray, x0: float, y0: float, inv_h: float | np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Grid cell of each point, ``floor((x - x0) * inv_h)`` and the same in y, each shape of
+    ``x``, int64 (``inv_h`` one value or one per point; the kernel computes the same)."""
+    cx = np.floor((x - x0) * inv_h).astype(np.int64)
+    cy = np.floor((y - y0) * inv_h).astype(np.int64)
+    return cx, cy
+
+
 def temporal_sums(time: np.ndarray, weight: np.ndarray, lo: np.ndarray, sigma_t: float):
     """``S_n = sum_{m < lo_n} w_m exp(-(t_n - t_m) / sigma_t)`` for all events, an upper bound.
 
@@ -231,8 +241,7 @@ def build_index(
     h = np.maximum(radius * (1.0 + 1e-6), extent / CELLS_PER_DIM)
     inv_h = 1.0 / h
     ih = inv_h[level]
-    cx = np.floor((x - x0) * ih).astype(np.int64)
-    cy = np.floor((y - y0) * ih).astype(np.int64)
+    cx, cy = cell_coords(x, y, x0, y0, ih)
     comb = (level.astype(np.int64) << 44) | (cx * KEY_STRIDE + cy)
     order = np.argsort(comb, kind="stable")
     sc = comb[order]
@@ -287,8 +296,7 @@ def grouping_level(
     x0, y0 = float(x.min()), float(y.min())
     for g in used.tolist():
         mine = level <= g
-        cx = np.floor((x[mine] - x0) * index.inv_h[g]).astype(np.int64)
-        cy = np.floor((y[mine] - y0) * index.inv_h[g]).astype(np.int64)
+        cx, cy = cell_coords(x[mine], y[mine], x0, y0, index.inv_h[g])
         ny = int(cy.max()) + 1 if cy.size else 1
         if cx.size and (int(cx.max()) + 1) * ny <= 8 * cx.size:  # a coarse grid: count
             cells = np.count_nonzero(np.bincount(cx * ny + cy))
@@ -307,8 +315,7 @@ def row_groups(
     (:func:`grouping_level`)."""
     lev = np.maximum(level, group_level).astype(np.int64)
     ih = index.inv_h[lev]
-    cx = np.floor((x - float(x.min())) * ih).astype(np.int64)
-    cy = np.floor((y - float(y.min())) * ih).astype(np.int64)
+    cx, cy = cell_coords(x, y, float(x.min()), float(y.min()), ih)
     return (lev << 44) | (cx * KEY_STRIDE + cy)
 
 
@@ -549,8 +556,7 @@ def visited_counts(
         if ka == kb:
             continue
         keys = index.cell_key[ka:kb]
-        cx = np.floor((x - x0) * index.inv_h[lev]).astype(np.int64)
-        cy = np.floor((y - y0) * index.inv_h[lev]).astype(np.int64)
+        cx, cy = cell_coords(x, y, x0, y0, index.inv_h[lev])
         for ox in (-1, 0, 1):
             for oy in (-1, 0, 1):
                 k = (cx + ox) * KEY_STRIDE + (cy + oy)
