@@ -278,10 +278,11 @@ static void blocks_body(
     __global const real *sw, __global const double *std, __global const double *pre,
     __global const double *pre16,
     /* cells and grids: level l holds cells [loff[l], loff[l + 1]) of size hs[l], whose
-     * sources have densities >= dlo[l]; cell c's sources have densities >= cdlo[c] >= dlo[l]
-     * (1 for model 1) */
+     * sources have densities >= dlo[l]; cell c's sources have densities in [cdlo[c], cdhi[c]],
+     * cdlo[c] >= dlo[l] (1 for model 1) */
     __global const long *ckey, __global const int *cbeg, __global const double *cdlo,
-    __global const int *loff, __global const double *hs, __global const double *dlo,
+    __global const double *cdhi, __global const int *loff, __global const double *hs,
+    __global const double *dlo,
     const int nlevels,
     const double x0, const double y0,
     /* blocks: LANES event indices each, in time order; ~r marks a padding lane (a copy of
@@ -423,8 +424,12 @@ static void blocks_body(
                     }
                     ut_tail.v += v < kappa ? sub : (dvec)0.0;
                 }
-                /* row by row (rows in time order share the searches): [s, e_j) exactly */
-                int er = lower_bound_time(std, s, ce, t_first);
+                /* one density in the cell (model 2): the model-1 sum at its scale, times it */
+                const int uni = model2 && cdhi[c] == cdlo[c];
+                const real kxc = uni ? kx * (real)cdlo[c] : kx;
+                /* row by row (rows in time order share the searches): [s, e_j) exactly; e_j
+                 * is searched from the cell's start, as a far row may be older than s */
+                int er = lower_bound_time(std, cb, ce, t_first);
                 for (int j = 0; j < nrows; ++j) {
                     while (er < ce && std[er] < ut.a[j]) {
                         ++er;
@@ -443,8 +448,13 @@ static void blocks_body(
 #else
                     const real xil = (real)(xr - (double)xi), yil = (real)(yr - (double)yi);
 #endif
-                    ua.a[j] += rel_sum(s, er, (real)ut.a[j], xi, yi, xil, yil, st, sxr, syr,
-                                       sw, kt, kx, shift, model2);
+                    if (uni) {
+                        ua.a[j] += cdlo[c] * rel_sum(s, er, (real)ut.a[j], xi, yi, xil, yil, st,
+                                                     sxr, syr, sw, kt, kxc, shift, 0);
+                    } else {
+                        ua.a[j] += rel_sum(s, er, (real)ut.a[j], xi, yi, xil, yil, st, sxr, syr,
+                                           sw, kt, kx, shift, model2);
+                    }
                 }
             }
             c0 = c;
@@ -468,7 +478,8 @@ static void blocks_body(
                        __global const real *sw, __global const double *std,                   \
                        __global const double *pre, __global const double *pre16,              \
                        __global const long *ckey, __global const int *cbeg,                   \
-                       __global const double *cdlo, __global const int *loff,                 \
+                       __global const double *cdlo, __global const double *cdhi,              \
+                       __global const int *loff,                                              \
                        __global const double *hs, __global const double *dlo,                 \
                        const int nlevels, const double x0, const double y0,                   \
                        __global const int *brow, const int nblocks, const int row0,           \
@@ -478,8 +489,8 @@ static void blocks_body(
                        const double inv_sigma_t, const int exp_mode, __global double *out_e,  \
                        __global double *out_tail, __global double *out_ring)                  \
     {                                                                                          \
-        blocks_body(td, xd, yd, st, sxr, syr, sw, std, pre, pre16, ckey, cbeg, cdlo, loff, hs, \
-                    dlo, nlevels, x0, y0, brow, nblocks, row0, bmask, kt, kx, shift, kl,       \
+        blocks_body(td, xd, yd, st, sxr, syr, sw, std, pre, pre16, ckey, cbeg, cdlo, cdhi, loff,  \
+                    hs, dlo, nlevels, x0, y0, brow, nblocks, row0, bmask, kt, kx, shift, kl,   \
                     sigma_t, vscale, t0, inv_sigma_t, exp_mode, out_e, out_tail, out_ring,     \
                     model2);                                                                   \
     }

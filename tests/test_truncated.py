@@ -57,7 +57,21 @@ def uniform_events(n: int, seed: int):
     return t, x, y, d
 
 
+def city_events(n: int, seed: int):
+    """Clustered events (:func:`make_events`) whose density is that of their 1-degree square, as
+    a county's is: model 2's cells then mostly hold one density (the kernel's own path for
+    them) and some hold several."""
+    t, x, y, _ = make_events(n, integer_days=True, seed=seed)
+    square = np.floor(x) * 1000.0 + np.floor(y)
+    keys, which = np.unique(square, return_inverse=True)
+    rng = np.random.default_rng(seed + 1)
+    d = np.exp(rng.uniform(np.log(0.04), np.log(70000.0), keys.size))[which]
+    return t, x, y, d
+
+
 def _events(kind: str, n: int, seed: int):
+    if kind == "cities":
+        return city_events(n, seed)
     if kind == "clustered":
         return make_events(n, integer_days=True, seed=seed)
     if kind == "continuous":
@@ -66,7 +80,7 @@ def _events(kind: str, n: int, seed: int):
 
 
 @pytest.mark.parametrize("model", [1, 2])
-@pytest.mark.parametrize("kind", ["clustered", "continuous", "uniform"])
+@pytest.mark.parametrize("kind", ["clustered", "continuous", "uniform", "cities"])
 @pytest.mark.parametrize("name", list(PARAMS))
 def test_float64_rowwise_bound_and_loglik(kind, name, model):
     """Every row's omitted mass is within omega_n; the log-likelihood within the bound and the
@@ -503,3 +517,21 @@ def test_differences_across_3_sd_agree_with_the_exact_engine(model):
     assert bound <= DEFAULT_TOLERANCE and err <= 0.01
     loose, _ = worst(3.0)
     assert loose > 0.01
+
+
+@pytest.mark.parametrize("model", [1, 2])
+@pytest.mark.parametrize("kind", ["clustered", "cities"])
+def test_rows_with_no_older_source_have_no_bound(kind, model):
+    """A row older than every other event omits nothing, so its bound is 0: a row far from a
+    cell bounds only the cell's sources older than itself, even when a later row of its block
+    starts the exact window after it."""
+    p = PARAMS["paper"]
+    t, x, y, d = _events(kind, 3000, seed=5)
+    tr = build_backend(
+        "truncated", t, x, y, d, model=model, area=AREA, precision="float64", kappa=4.0
+    )
+    e, omega = tr.trigger_bounded(p.sigma_x, p.sigma_t)
+    first = t == t[0]
+    assert first.sum() > 1
+    assert np.all(e[first] == 0.0)
+    assert np.all(omega[first] == 0.0)

@@ -376,6 +376,12 @@ class TruncatedBackend(BoundedPairBackend):
                 if index.cell_key.size
                 else np.ones(1)
             ),
+            # and the largest (equal to the smallest: the cell holds one density)
+            "cdhi": self.events.upload(
+                np.maximum.reduceat(self._w[o], index.cell_begin[:-1])
+                if index.cell_key.size
+                else np.ones(1)
+            ),
             "loff": self.events.upload(index.level_offset),
             "hs": self.events.upload(index.h),
             "kl": self.events.upload(level_kappas(kappa, self._ceil)),
@@ -500,6 +506,7 @@ class TruncatedBackend(BoundedPairBackend):
             b["ckey"],
             b["cbeg"],
             b["cdlo"],
+            b["cdhi"],
             b["loff"],
             b["hs"],
             self._buf_dlo,
