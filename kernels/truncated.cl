@@ -427,15 +427,16 @@ static void blocks_body(
                 /* one density in the cell (model 2): the model-1 sum at its scale, times it */
                 const int uni = model2 && cdhi[c] == cdlo[c];
                 const real kxc = uni ? kx * (real)cdlo[c] : kx;
-                /* row by row (rows in time order share the searches): [s, e_j) exactly; e_j
-                 * is searched from the cell's start, as a far row may be older than s */
-                int er = lower_bound_time(std, cb, ce, t_first);
+                /* row by row (rows in time order share the searches): [s, e_j) exactly */
+                int er = lower_bound_time(std, s, ce, t_first);
                 for (int j = 0; j < nrows; ++j) {
                     while (er < ce && std[er] < ut.a[j]) {
                         ++er;
                     }
                     if (uts.a[j] == INFINITY) { /* row far from the cell: all bounded */
-                        ut_tail.a[j] += uf.a[j] * pre[er + c];
+                        /* er = max(s, e_j): a row older than s has its own e_j before it */
+                        const int ej = er > s ? er : lower_bound_time(std, cb, s, ut.a[j]);
+                        ut_tail.a[j] += uf.a[j] * pre[ej + c];
                         continue;
                     }
                     if (s >= er) {
