@@ -350,6 +350,11 @@ class TruncatedBackend(BoundedPairBackend):
             out[: values.size] = values
             return out
 
+        def per_cell(ufunc) -> np.ndarray:
+            if not index.cell_key.size:
+                return np.ones(1)
+            return ufunc.reduceat(self._w[o], index.cell_begin[:-1])
+
         # coordinates relative to the corner of the source's cell (in its level's grid), and
         # its 4 x 4 sub-cell
         lev = self._level[o]
@@ -370,18 +375,10 @@ class TruncatedBackend(BoundedPairBackend):
             "sq": self.events.upload((4 * qx + qy).astype(np.uint8)),
             "ckey": self.events.upload(index.cell_key.astype(np.int64)),
             "cbeg": self.events.upload(index.cell_begin),
-            # the smallest density (model 1: weight 1) of each cell's sources
-            "cdlo": self.events.upload(
-                np.minimum.reduceat(self._w[o], index.cell_begin[:-1])
-                if index.cell_key.size
-                else np.ones(1)
-            ),
-            # and the largest (equal to the smallest: the cell holds one density)
-            "cdhi": self.events.upload(
-                np.maximum.reduceat(self._w[o], index.cell_begin[:-1])
-                if index.cell_key.size
-                else np.ones(1)
-            ),
+            # the smallest and largest density (model 1: weight 1) of each cell's sources;
+            # equal when the cell holds one density
+            "cdlo": self.events.upload(per_cell(np.minimum)),
+            "cdhi": self.events.upload(per_cell(np.maximum)),
             "loff": self.events.upload(index.level_offset),
             "hs": self.events.upload(index.h),
             "kl": self.events.upload(level_kappas(kappa, self._ceil)),
