@@ -34,6 +34,10 @@ log = logging.getLogger(__name__)
 KERNEL_FILE = "hawkes.cl"
 TRUNCATED_FILE = "truncated.cl"  # compiled after KERNEL_FILE, whose definitions it uses
 DEVICE_ENV = "HAWKES_OPENCL_DEVICE"
+#: Hermite terms per coordinate of truncated.cl's expansion boxes (HERM_P; their moments are
+#: HERMITE_ORDER^2 per prefix): with boxes of grid.BOX_SIDE (3) kernel lengthscales, 25 terms
+#: leave at most 3e-8 of a box's weight per coordinate.
+HERMITE_ORDER = 25
 
 
 def kernel_dir() -> Path:
@@ -81,7 +85,10 @@ def build_options(precision: str) -> tuple[str, ...]:
     """The compiler options of a program at ``precision`` (one of :data:`PRECISIONS`)."""
     if precision not in PRECISIONS:
         raise DeviceError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
-    return (f"-DREAL_IS_DOUBLE={1 if precision == 'float64' else 0}",)
+    return (
+        f"-DREAL_IS_DOUBLE={1 if precision == 'float64' else 0}",
+        f"-DHERM_P={HERMITE_ORDER}",
+    )
 
 
 def kernel_fingerprint(programs: Iterable[tuple[str, bool]]) -> str:
@@ -326,7 +333,7 @@ def build_program(context: Any, precision: str, *, truncated: bool = False) -> A
         If the OpenCL compiler rejects the source (the build log is included).
     """
     options = list(build_options(precision))
-    key = (context.int_ptr, precision + ("+truncated" if truncated else ""))
+    key = (context.int_ptr, precision + ("+truncated" if truncated else ""), *options)
     prog = _PROGRAMS.get(key)
     if prog is not None:
         return prog

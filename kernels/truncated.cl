@@ -124,6 +124,74 @@ __kernel void cell_prefix16(__global const double *st, __global const double *sw
     *(__global double16 *)(pre16 + 16 * (cbeg[c + 1] + c)) = acc;
 }
 
+/*
+ * Expansion boxes (grid levels nbase + l, grid.py's build_index): cells of one density whose
+ * sources are summed, for rows newer than all of them, by a Hermite series about the box's
+ * centre instead of pair by pair. With a = D / (2 sigma_x^2), u = sqrt(a) (x_n - centre) and
+ * e = sqrt(a) (x_m - centre) per coordinate, exp(-(u - e)^2) = exp(-u^2) sum_k H_k(u) e^k / k!
+ * (physicists' Hermite polynomials), so a row's sum over the box is
+ *     exp(-u_x^2 - u_y^2) sum_{k, l < HERM_P} H_k(u_x) H_l(u_y) eps^(k + l) A_kl
+ * with eps = sqrt(a) h / 2 and A_kl = sum_m g_m (e_x / eps)^k (e_y / eps)^l / (k! l!) (|e / eps|
+ * <= 1), g_m = w_m exp((t_m - t0) / sigma_t). By Cramer's inequality |H_k(u)| exp(-u^2 / 2) <=
+ * 1.086435 sqrt(2^k k!), so the series omitted beyond HERM_P in one coordinate is at most
+ * q = 1.086435 exp(-u^2 / 2) tau, tau = sum_{k >= HERM_P} (sqrt(2) eps)^k / sqrt(k!), and the
+ * product's error at most q_x + (1 + q_x) q_y times sum_m g_m (the full one-coordinate series
+ * is exp(-(u - e)^2) <= 1, the truncated one at most 1 + q).
+ */
+/* HERM_P comes from the build options (hawkes_cli/kernels.py: HERMITE_ORDER) */
+#define HERM_PP (HERM_P * HERM_P)
+#define HERM_STRIDE 8 /* prefix moments at every HERM_STRIDE-th source of a cell */
+#define CRAMER_K 1.0864350000001
+
+/*
+ * Prefix moments A_kl of the expansion cells [c0, c0 + ncells) (sorted positions from k0 on)
+ * at every HERM_STRIDE-th source: mom[HERM_PP (moff[c - c0] + i) + HERM_P k' + l'] is A_k'l' of
+ * the sources of cell c before sorted position cbeg[c] + HERM_STRIDE i. enx, eny: each
+ * expansion source's offset from its box's centre over half the box (in [-1, 1]), from k0 on.
+ * One work-item per cell; exp_mode only (the host guarantees no overflow of g).
+ */
+__kernel void cell_moments(__global const double *st, __global const double *sw,
+                           __global const double *enx, __global const double *eny,
+                           __global const int *cbeg, __global const int *moff, const int c0,
+                           const int ncells, const int k0, const double t0,
+                           const double inv_sigma_t, __global double *mom)
+{
+    const int i = get_global_id(0);
+    if (i >= ncells) {
+        return;
+    }
+    const int c = c0 + i;
+    double acc[HERM_PP];
+    for (int q = 0; q < HERM_PP; ++q) {
+        acc[q] = 0.0;
+    }
+    __global double *out = mom + (size_t)HERM_PP * (size_t)moff[i];
+    for (int k = cbeg[c];; ++k) {
+        if ((k - cbeg[c]) % HERM_STRIDE == 0) {
+            for (int q = 0; q < HERM_PP; ++q) {
+                out[q] = acc[q];
+            }
+            out += HERM_PP;
+        }
+        if (k == cbeg[c + 1]) {
+            break;
+        }
+        double px[HERM_P], py[HERM_P];
+        px[0] = sw[k] * exp((st[k] - t0) * inv_sigma_t);
+        py[0] = 1.0;
+        const double ex = enx[k - k0], ey = eny[k - k0];
+        for (int n = 1; n < HERM_P; ++n) {
+            px[n] = px[n - 1] * ex / n;
+            py[n] = py[n - 1] * ey / n;
+        }
+        for (int n = 0; n < HERM_P; ++n) {
+            for (int m = 0; m < HERM_P; ++m) {
+                acc[HERM_P * n + m] += px[n] * py[m];
+            }
+        }
+    }
+}
+
 /* ------------------------------------------------------------------------------------------
  * Row blocks: one work-item evaluates up to LANES rows of one grid cell that lie close in time;
  * the rows share the enumeration of cells and the searches in them, and the per-row bound
@@ -267,6 +335,55 @@ static double rel_sum(const int s, const int e, const real ti, const real xi, co
 }
 
 /*
+ * A box's Hermite series (see cell_moments) at the rows' scaled offsets u, w from its centre:
+ * the sum over its moments M (HERM_PP values) times exp(-u^2 - w^2); *err receives the bound
+ * on the series omitted and on the rounding of the count sources' moments, per unit of
+ * sum_m g_m.
+ */
+static dvec hermite_box(const dvec u, const dvec w, __global const double *M, const double eps,
+                        const int count, dvec *err)
+{
+    dvec hx[HERM_P], hy[HERM_P];
+    hx[0] = (dvec)1.0;
+    hy[0] = (dvec)1.0;
+    hx[1] = 2.0 * u;
+    hy[1] = 2.0 * w;
+    for (int n = 1; n + 1 < HERM_P; ++n) {
+        hx[n + 1] = 2.0 * u * hx[n] - (2.0 * n) * hx[n - 1];
+        hy[n + 1] = 2.0 * w * hy[n] - (2.0 * n) * hy[n - 1];
+    }
+    dvec sum = (dvec)0.0;
+    double en = 1.0;
+    for (int n = 0; n < HERM_P; ++n) {
+        dvec inner = (dvec)0.0;
+        double em = en;
+        for (int m = 0; m < HERM_P; ++m) {
+            inner += (M[HERM_P * n + m] * em) * hy[m];
+            em *= eps;
+        }
+        sum += hx[n] * inner;
+        en *= eps;
+    }
+    /* tau = sum_{k >= HERM_P} q^k / sqrt(k!) <= its first term / (1 - q / sqrt(HERM_P + 1));
+     * head = the same sum over k < HERM_P bounds the terms summed, per coordinate */
+    const double q = sqrt(2.0) * eps;
+    double first = 1.0, head = 0.0;
+    for (int n = 1; n <= HERM_P; ++n) {
+        head += first;
+        first *= q / sqrt((double)n);
+    }
+    const double ratio = q / sqrt(HERM_P + 1.0);
+    const double tau = ratio < 1.0 ? first / (1.0 - ratio) * (1.0 + 1e-12) : INFINITY;
+    const dvec fx = exp(-0.5 * u * u), fy = exp(-0.5 * w * w);
+    const dvec qx = (CRAMER_K * tau) * fx, qy = (CRAMER_K * tau) * fy;
+    /* plus the float64 rounding of the moments' prefix sums (count terms) and of the HERM_PP
+     * terms (each at most its Cramer bound) */
+    const double sum_abs = CRAMER_K * CRAMER_K * head * head;
+    *err = qx + (1.0 + qx) * qy + ((count + 4.0 * HERM_PP) * 1.2e-16 * sum_abs) * (fx * fy);
+    return (fx * fx) * (fy * fy) * sum;
+}
+
+/*
  * The row-block body shared by truncated_blocks (model 1) and truncated_blocks2 (model 2):
  * model2 is a compile-time constant in each, so model 1 never loads weights.
  */
@@ -277,13 +394,16 @@ static void blocks_body(
     __global const real *st, __global const real *sxr, __global const real *syr,
     __global const real *sw, __global const double *std, __global const double *pre,
     __global const double *pre16,
+    /* prefix moments of the expansion cells from mc0 (cell_moments) */
+    __global const double *mom, __global const int *moff, const int mc0,
     /* cells and grids: level l holds cells [loff[l], loff[l + 1]) of size hs[l], whose
      * sources have densities >= dlo[l]; cell c's sources have densities in [cdlo[c], cdhi[c]],
      * cdlo[c] >= dlo[l] (1 for model 1) */
     __global const long *ckey, __global const int *cbeg, __global const double *cdlo,
     __global const double *cdhi, __global const int *loff, __global const double *hs,
     __global const double *dlo,
-    const int nlevels,
+    /* levels [0, nbase) are density levels, [nbase, nlevels) their expansion levels */
+    const int nlevels, const int nbase,
     const double x0, const double y0,
     /* blocks: LANES event indices each, in time order; ~r marks a padding lane (a copy of
      * row r, evaluated but not stored) */
@@ -328,7 +448,8 @@ static void blocks_body(
     const ulong near = bmask[b];
     for (int lev = 0; lev < nlevels; ++lev) {
         const int ka = loff[lev], kb = loff[lev + 1];
-        if (ka == kb || !((near >> lev) & 1UL)) {
+        const int expansion = lev >= nbase; /* of density level lev - nbase */
+        if (ka == kb || !((near >> (expansion ? lev - nbase : lev)) & 1UL)) {
             continue;
         }
         const double h = hs[lev], inv_h = 1.0 / h, hq = 0.25 * h, kappa = kl[lev];
@@ -372,6 +493,42 @@ static void blocks_body(
                                 ++er;
                             }
                             ur_ring.a[j] += uf.a[j] * pre[er + c];
+                        }
+                    }
+                    continue;
+                }
+                if (expansion && exp_mode) {
+                    /* expansion box (one density): its sources up to the last prefix before
+                     * the rows by their Hermite series (E lowered by its error bound, twice
+                     * that into the tail), the newer ones pair by pair */
+                    const int slot = (lower_bound_time(std, cb, ce, t_first) - cb) / HERM_STRIDE;
+                    const int s0 = cb + HERM_STRIDE * slot;
+                    const double g = pre[s0 + c];
+                    if (g > 0.0) {
+                        const double sa = sqrt(vs), r = 0.5 * h;
+                        dvec err;
+                        const dvec val = hermite_box(
+                            sa * (xn - (cxa + r)), sa * (yn - (cya + r)),
+                            mom + (size_t)HERM_PP * (size_t)(moff[c - mc0] + slot), sa * r, s0 - cb, &err);
+                        ua.v += (val - g * err) * (exp(-(tn - t0) * inv_sigma_t) * exp2((double)shift));
+                        ut_tail.v += (2.0 * g) * err;
+                    }
+                    const real kxc = kx * (real)cdlo[c];
+                    int er = lower_bound_time(std, s0, ce, t_first);
+                    for (int j = 0; j < nrows; ++j) {
+                        while (er < ce && std[er] < ut.a[j]) {
+                            ++er;
+                        }
+                        if (s0 < er) {
+                            const double xr = ux.a[j] - cxa, yr = uy.a[j] - cya;
+                            const real xi = (real)xr, yi = (real)yr;
+#if REAL_IS_DOUBLE
+                            const real xil = 0, yil = 0;
+#else
+                            const real xil = (real)(xr - (double)xi), yil = (real)(yr - (double)yi);
+#endif
+                            ua.a[j] += cdlo[c] * rel_sum(s0, er, (real)ut.a[j], xi, yi, xil, yil,
+                                                         st, sxr, syr, sw, kt, kxc, shift, 0);
                         }
                     }
                     continue;
@@ -478,11 +635,12 @@ static void blocks_body(
                        __global const real *sxr, __global const real *syr,                    \
                        __global const real *sw, __global const double *std,                   \
                        __global const double *pre, __global const double *pre16,              \
+                       __global const double *mom, __global const int *moff, const int mc0,   \
                        __global const long *ckey, __global const int *cbeg,                   \
                        __global const double *cdlo, __global const double *cdhi,              \
                        __global const int *loff,                                              \
                        __global const double *hs, __global const double *dlo,                 \
-                       const int nlevels, const double x0, const double y0,                   \
+                       const int nlevels, const int nbase, const double x0, const double y0,  \
                        __global const int *brow, const int nblocks, const int row0,           \
                        __global const ulong *bmask, const real kt, const real kx,             \
                        const real shift, __global const double *kl,                           \
@@ -490,8 +648,8 @@ static void blocks_body(
                        const double inv_sigma_t, const int exp_mode, __global double *out_e,  \
                        __global double *out_tail, __global double *out_ring)                  \
     {                                                                                          \
-        blocks_body(td, xd, yd, st, sxr, syr, sw, std, pre, pre16, ckey, cbeg, cdlo, cdhi, loff,  \
-                    hs, dlo, nlevels, x0, y0, brow, nblocks, row0, bmask, kt, kx, shift, kl,   \
+        blocks_body(td, xd, yd, st, sxr, syr, sw, std, pre, pre16, mom, moff, mc0, ckey, cbeg,   \
+                    cdlo, cdhi, loff, hs, dlo, nlevels, nbase, x0, y0, brow, nblocks, row0, bmask, kt, kx, shift, kl,   \
                     sigma_t, vscale, t0, inv_sigma_t, exp_mode, out_e, out_tail, out_ring,     \
                     model2);                                                                   \
     }

@@ -189,7 +189,10 @@ def test_kernel_fingerprint_covers_sources_options_and_precision():
         [("float64", True), ("float64", False), ("float64", True)]  # order and repeats ignored
     )
     assert kernels.kernel_fingerprint([]) == ""
-    assert kernels.build_options("float64") == ("-DREAL_IS_DOUBLE=1",)
+    assert kernels.build_options("float64") == (
+        "-DREAL_IS_DOUBLE=1",
+        f"-DHERM_P={kernels.HERMITE_ORDER}",
+    )
     source = (kernels.kernel_dir() / kernels.KERNEL_FILE).read_text(encoding="utf-8")
     assert kernels.kernel_sha256() == hashlib.sha256(source.encode("utf-8")).hexdigest()
 

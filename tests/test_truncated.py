@@ -535,3 +535,54 @@ def test_rows_with_no_older_source_have_no_bound(kind, model):
     assert first.sum() > 1
     assert np.all(e[first] == 0.0)
     assert np.all(omega[first] == 0.0)
+
+
+def dense_city_events(n: int, seed: int):
+    """Two thirds of the events in one city (sd 0.05 degrees, one density, 0.5 per square
+    mile), the rest spread over 5 degrees with densities of 0.04 to 70,000: the city's boxes
+    hold far more than EXPAND_MIN sources, so its sources older than a row block are summed
+    by their Hermite moments."""
+    rng = np.random.default_rng(seed)
+    k = 2 * n // 3
+    t = np.sort(np.floor(rng.uniform(0, 60.0, n)))
+    city = rng.permutation(n) < k
+    x = np.where(city, -90 + rng.normal(0, 0.05, n), rng.uniform(-92.5, -87.5, n))
+    y = np.where(city, 40 + rng.normal(0, 0.05, n), rng.uniform(37.5, 42.5, n))
+    d = np.where(city, 0.5, np.exp(rng.uniform(np.log(0.04), np.log(70000.0), n)))
+    return t, x, y, d
+
+
+@pytest.mark.parametrize("precision", ["float64", "float32"])
+@pytest.mark.parametrize("model", [1, 2])
+def test_expansion_boxes_within_the_bound(model, precision, monkeypatch):
+    """Sources summed by their Hermite series (expansion boxes): every row's error is within
+    omega_n and E~ stays below the exact E, at the kernel's order and at order 3, whose
+    series error (about 1e-3 of a box's weight) only the series' own bound can cover: a bound
+    that left it out, or a series summed wrongly, fails here."""
+    from hawkes_cli import kernels
+
+    p = Params(mu0=0.4, tau_t=20.0, xi0=0.6, sigma_x=0.05, sigma_t=10.0)
+    t, x, y, d = dense_city_events(3000, seed=11)
+    e0 = build_backend("opencl", t, x, y, d, model=model, area=AREA, precision="float64").trigger(
+        p.sigma_x, p.sigma_t
+    )
+    # float32: the pair terms' working-precision rounding (test_float32_within_bound_...)
+    rounding = 1e-10 if precision == "float64" else 1e-5
+    out = {}
+    for order in (kernels.HERMITE_ORDER, 3):
+        monkeypatch.setattr(kernels, "HERMITE_ORDER", order)
+        tr = build_backend(
+            "truncated", t, x, y, d, model=model, area=AREA, precision=precision, kappa=12.0
+        )
+        e, omega = tr.trigger_bounded(p.sigma_x, p.sigma_t)
+        index = tr._build_index(p.sigma_x)[0]
+        assert t.size - index.expanded[1] > 1000  # most of the city is in expansion boxes
+        assert np.all(omega >= 0)
+        assert np.all(e0 - e <= omega + rounding * e0 + 1e-300)
+        assert np.all(e <= e0 * (1 + rounding) + 1e-300)
+        out[order] = e, omega
+    (e12, om12), (e3, om3) = out.values()
+    # the same cut-off: only the series differ, and order 3's error is really there
+    assert np.max(np.abs(e3 - e12) / np.maximum(e0, 1e-300)) > 1e-4
+    # and its bound grew by at least as much as its error did
+    assert np.sum(om3 - om12) >= np.sum(np.abs(e3 - e12))

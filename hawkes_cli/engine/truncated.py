@@ -85,12 +85,14 @@ from typing import Any
 
 import numpy as np
 
+from .. import kernels
 from ..parallel import Comm, SerialComm
 from ..vocab import DEFAULT_BACKGROUND, DEFAULT_TOLERANCE
 from .base import LAMBDA_FLOOR, BoundedPairBackend
 from .device import VEC, DeviceEvents
 from .grid import (
     EXP_SPAN,
+    EXPAND_MIN,
     GridIndex,
     block_levels,
     build_index,
@@ -125,6 +127,7 @@ _CALIBRATION_BLOCKS = 512  # at least this many row blocks in the probe (all if 
 _CALIBRATION_SHARE = 25  # and at least one block in this many
 _CALIBRATION_STEP = 0.25  # a correction of the probe's kappa below this is not worth an index
 _CALIBRATION_NEAR = 3.0  # |log(bound / target)| within which the correction goes half way
+_HERMITE_STRIDE = 8  # sources per prefix slot of an expansion cell (HERM_STRIDE)
 
 
 @dataclass(frozen=True)
@@ -230,6 +233,7 @@ class TruncatedBackend(BoundedPairBackend):
         prog = events.program(truncated=True)
         self._k_prefix = cl.Kernel(prog, "cell_prefix")
         self._k_prefix16 = cl.Kernel(prog, "cell_prefix16")
+        self._k_moments = cl.Kernel(prog, "cell_moments")
         # row blocks; model 2's kernel weighs and scales each term by its density
         self._k_blocks = cl.Kernel(prog, "truncated_blocks" if model == 1 else "truncated_blocks2")
         self._block_cache: OrderedDict[tuple, tuple[object, int]] = OrderedDict()
@@ -252,7 +256,6 @@ class TruncatedBackend(BoundedPairBackend):
         if kappa is None:
             kappa = initial_kappa(self.tolerance, n, float(self._ceil.max()))
         self.kappa = float(kappa)
-        self._buf_dlo = events.upload(self._floor)
 
         events.keep_float64_copies()
         self._reset_locations()
@@ -338,6 +341,9 @@ class TruncatedBackend(BoundedPairBackend):
             self._r_unit,
             lattice_up(sigma_x),
             level_kappas(kappa, self._ceil),
+            weight=self._w,
+            ceil=self._ceil,
+            expand_min=EXPAND_MIN,
         )
         return index, self._upload_index(index, kappa)
 
@@ -357,7 +363,7 @@ class TruncatedBackend(BoundedPairBackend):
 
         # coordinates relative to the corner of the source's cell (in its level's grid), and
         # its 4 x 4 sub-cell
-        lev = self._level[o]
+        lev = index.level[o]
         h, ih = index.h[lev], index.inv_h[lev]
         x, y = self._x[o], self._y[o]
         cx = np.floor((x - self._x0) * ih)
@@ -365,6 +371,11 @@ class TruncatedBackend(BoundedPairBackend):
         rx, ry = x - (self._x0 + cx * h), y - (self._y0 + cy * h)
         qx = np.clip(np.floor(rx * (4.0 / h)), 0, 3)
         qy = np.clip(np.floor(ry * (4.0 / h)), 0, 3)
+        # expansion sources (sorted last): offsets from their box's centre over half the box
+        mc0, mk0 = index.expanded
+        half = 0.5 * h[mk0:]
+        slots = np.diff(index.cell_begin[mc0:]) // _HERMITE_STRIDE + 1
+        moff = np.concatenate([[0], np.cumsum(slots)]).astype(np.int32)
         return {
             "st": self.events.upload(padded(self._t[o], real)),
             "sxr": self.events.upload(padded(rx, real)),
@@ -381,7 +392,18 @@ class TruncatedBackend(BoundedPairBackend):
             "cdhi": self.events.upload(per_cell(np.maximum)),
             "loff": self.events.upload(index.level_offset),
             "hs": self.events.upload(index.h),
-            "kl": self.events.upload(level_kappas(kappa, self._ceil)),
+            "dlo": self.events.upload(self._floor[index.band]),
+            "kl": self.events.upload(level_kappas(kappa, self._ceil)[index.band]),
+            "enx": self.events.upload(
+                padded(np.clip(rx[mk0:] / half - 1.0, -1.0, 1.0), np.float64)
+            ),
+            "eny": self.events.upload(
+                padded(np.clip(ry[mk0:] / half - 1.0, -1.0, 1.0), np.float64)
+            ),
+            "mc0": mc0,
+            "mk0": mk0,
+            "moff": self.events.upload(moff),
+            "mom": self.events.output(8 * kernels.HERMITE_ORDER**2 * int(moff[-1]), read=True),
             "pre": self.events.output(8 * (self.n + index.cell_key.size + 1), read=True),
             "pre16": self.events.output(16 * 8 * (self.n + index.cell_key.size + 1), read=True),
             "pre_sigma_t": None,
@@ -480,6 +502,25 @@ class TruncatedBackend(BoundedPairBackend):
                     np.int32(exp_mode),
                     out,
                 )
+            nexp = ncells - b["mc0"]
+            if exp_mode and nexp:
+                self._k_moments(
+                    self.queue,
+                    (nexp,),
+                    None,
+                    b["std"],
+                    b["swd"],
+                    b["enx"],
+                    b["eny"],
+                    b["cbeg"],
+                    b["moff"],
+                    np.int32(b["mc0"]),
+                    np.int32(nexp),
+                    np.int32(b["mk0"]),
+                    np.float64(t0),
+                    np.float64(1.0 / sigma_t),
+                    b["mom"],
+                )
             b["pre_sigma_t"] = sigma_t
         ev = self.events
         real = ev.real
@@ -500,13 +541,17 @@ class TruncatedBackend(BoundedPairBackend):
             b["std"],
             b["pre"],
             b["pre16"],
+            b["mom"],
+            b["moff"],
+            np.int32(b["mc0"]),
             b["ckey"],
             b["cbeg"],
             b["cdlo"],
             b["cdhi"],
             b["loff"],
             b["hs"],
-            self._buf_dlo,
+            b["dlo"],
+            np.int32(index.h.size),
             np.int32(self.nlevels),
             np.float64(self._x0),
             np.float64(self._y0),
@@ -690,7 +735,7 @@ class TruncatedBackend(BoundedPairBackend):
         for kappa in ladder.tolist():
             local = 0.0
             if mine.size:
-                kl = self.events.upload(level_kappas(kappa, self._ceil))
+                kl = self.events.upload(level_kappas(kappa, self._ceil)[index.band])
                 e, omega = self._bounded_pass(index, b, blocks, kl, kappa, sigma_x, sigma_t)
                 lam = np.maximum(base[mine] + xi0 * e[mine], LAMBDA_FLOOR)
                 ratio = xi0 * omega[mine] / lam
