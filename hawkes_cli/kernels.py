@@ -35,9 +35,9 @@ KERNEL_FILE = "hawkes.cl"
 TRUNCATED_FILE = "truncated.cl"  # compiled after KERNEL_FILE, whose definitions it uses
 DEVICE_ENV = "HAWKES_OPENCL_DEVICE"
 #: Hermite terms per coordinate of truncated.cl's expansion boxes (HERM_P; their moments are
-#: HERMITE_ORDER^2 per prefix): with boxes of grid.BOX_SIDE (3) kernel lengthscales, 25 terms
-#: leave at most 3e-8 of a box's weight per coordinate.
-HERMITE_ORDER = 25
+#: HERMITE_ORDER^2 per prefix): with boxes of grid.BOX_SIDE (2) kernel lengthscales, 23 terms
+#: leave at most 2.1e-11 of a box's weight per coordinate.
+HERMITE_ORDER = 23
 
 
 def kernel_dir() -> Path:

@@ -39,13 +39,15 @@ GROUP_ROWS_PER_BIN = 4.0
 #: Steps per factor 2 of the lengthscale lattice (:func:`lattice_up`).
 LATTICE_STEPS = 16
 #: Side of an expansion box in units of its band's kernel lengthscale ``sigma_x / sqrt(ceil_l)``
-#: (:func:`build_index`): a source's offset from its box's centre is then at most ``1.06 /
+#: (:func:`build_index`): a source's offset from its box's centre is then at most ``0.71 /
 #: sqrt(a)`` per coordinate with ``a = D / (2 sigma_x^2)`` (``sigma_x`` rounded up to the
-#: lattice: at most 1.11), where truncated.cl's Hermite series of ``kernels.HERMITE_ORDER``
-#: (25) terms per coordinate leaves at most 3e-8 of a box's weight per coordinate. At 200k
-#: (bench_loglik's cities, model 2, kappa 28.97) sides 1, 2 and 3 with 12, 18 and 25 terms
-#: took 0.21, 0.17 and 0.15 s per trigger pass against 0.27 s without boxes (one run).
-BOX_SIDE = 3.0
+#: lattice: at most 0.74), where truncated.cl's Hermite series of ``kernels.HERMITE_ORDER``
+#: (23) terms per coordinate leaves at most 2.1e-11 of a box's weight per coordinate. At 200k
+#: (bench_loglik's cities, model 2, kappa 27.45) side 2 with 23 terms and side 3 with 25 and
+#: 30 took 0.156, 0.151 and 0.162 s per trigger pass (one run; 0.27 s without boxes at kappa
+#: 28.97). The error must be this small: it is bounded per row, and at 200k model 1 with 25
+#: terms of side 3 (3e-8) the boxes' bound alone was 0.018 nats.
+BOX_SIDE = 2.0
 #: Sources a box must hold to be summed by its Hermite moments rather than pair by pair (its
 #: HERMITE_ORDER^2 moments cost about as much per row block as 16 rows' pairs with 150 of
 #: them; 256 and 1024 were 0.15 and 0.16 s in the run above).

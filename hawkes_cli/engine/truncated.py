@@ -42,6 +42,20 @@ lo_n} exp(-2.25 kappa_l(m)) w_m exp(-(t_n - t_m) / sigma_t)`` (O(N) on the host)
 span exceeds 600 ``sigma_t``, prefix sums are plain weights and the ring and far parts are
 bounded together with ``exp(-kappa_l(m))``.
 
+Expansion boxes. A dense cluster of one density under a wide kernel (a sparse-density city:
+at 200k, model 2, most of the kernel's time went to one city's pairs within ``kappa_l
+sigma_t``) is summed by moments instead: the sources of level l that share a box of side
+``BOX_SIDE`` (3) kernel lengthscales ``sigma_x / sqrt(ceil_l)`` with at least ``EXPAND_MIN``
+(256) sources of one density form level ``L + l`` (``grid.build_index``), whose cells are
+those boxes. For a row block, a box's sources older than its rows (up to the last of the
+prefixes kept every 8 sources) enter through ``HERMITE_ORDER^2`` (25 x 25) Hermite moments
+about the box's centre (``cell_moments``; time enters as ``exp(t_m / sigma_t)`` weights, so
+*all* older sources are summed and nothing is cut in time), the newer ones pair by pair. The
+series' truncation is bounded by Cramer's inequality for Hermite polynomials; E is lowered
+by that bound and twice it goes into ``tail_n``, so ``E~_n <= E_n`` still holds (see
+``kernels/truncated.cl``). Only with exponential prefixes (the span below 600 ``sigma_t``);
+otherwise the boxes are ordinary cells.
+
 The grid index, the row blocks and each block's levels are built for ``sigma_x`` and
 ``sigma_t`` rounded up to powers of ``2^(1/16)`` (``grid.lattice_up``): cells and reaches a
 little larger than needed are valid, and an MCMC chain's proposals, which move the
