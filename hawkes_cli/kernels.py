@@ -38,6 +38,9 @@ DEVICE_ENV = "HAWKES_OPENCL_DEVICE"
 #: HERMITE_ORDER^2 per prefix): with boxes of grid.BOX_SIDE (2) kernel lengthscales, 23 terms
 #: leave at most 2.1e-11 of a box's weight per coordinate.
 HERMITE_ORDER = 23
+#: Sources per prefix of those moments (HERM_STRIDE): a row block sums up to this many
+#: sources of a box pair by pair beyond its Hermite series.
+HERMITE_STRIDE = 8
 
 
 def kernel_dir() -> Path:
@@ -88,6 +91,7 @@ def build_options(precision: str) -> tuple[str, ...]:
     return (
         f"-DREAL_IS_DOUBLE={1 if precision == 'float64' else 0}",
         f"-DHERM_P={HERMITE_ORDER}",
+        f"-DHERM_STRIDE={HERMITE_STRIDE}",
     )
 
 

@@ -138,9 +138,9 @@ __kernel void cell_prefix16(__global const double *st, __global const double *sw
  * product's error at most q_x + (1 + q_x) q_y times sum_m g_m (the full one-coordinate series
  * is exp(-(u - e)^2) <= 1, the truncated one at most 1 + q).
  */
-/* HERM_P comes from the build options (hawkes_cli/kernels.py: HERMITE_ORDER) */
+/* HERM_P and HERM_STRIDE (prefix moments at every HERM_STRIDE-th source of a cell) come from
+ * the build options (hawkes_cli/kernels.py: HERMITE_ORDER, HERMITE_STRIDE) */
 #define HERM_PP (HERM_P * HERM_P)
-#define HERM_STRIDE 8 /* prefix moments at every HERM_STRIDE-th source of a cell */
 #define CRAMER_K 1.0864350000001
 
 /*
@@ -218,8 +218,11 @@ __kernel void cell_moments(__global const double *st, __global const double *sw,
  * Cells beyond the reach are at distance > 1.5 R_l: the host bounds them, over all levels
  * together, by sum_{m < lo_n} exp(-2.25 kappa_l(m)) w_m exp(-(t_n - t_m)/sigma_t).
  * With exp_mode = 0 (time span > 600 sigma_t) the ring is not summed (the host bounds it and
- * the far part by the same sum with exp(-kappa_l(m))), the prefix sums are plain weights, and the older sources
- * of a cell are bounded by exp(-(t_j - tstart)/sigma_t).
+ * the far part by the same sum with exp(-kappa_l(m))), the prefix sums are plain weights, and
+ * the older sources of a cell are bounded by exp(-(t_j - tstart)/sigma_t).
+ * Levels nbase + l hold the expansion boxes of level l (see cell_moments; same kappa_l and
+ * reach): with exp_mode, a non-ring box adds its Hermite series for every row instead of the
+ * window, the sub-cell bounds and the far rows' bounds; without, it is an ordinary cell.
  * ------------------------------------------------------------------------------------------ */
 
 #define LANES 16 /* rows per block */
@@ -332,6 +335,24 @@ static double rel_sum(const int s, const int e, const real ti, const real xi, co
     }
 #undef TERMS
     return acc + HSUM8(v);
+}
+
+/*
+ * rel_sum for a row at (xr, yr) relative to the sources' cell corner (float64), carried into
+ * the working precision in two parts (float32) so that short distances stay accurate.
+ */
+static double row_sum(const int s, const int e, const double tj, const double xr,
+                      const double yr, __global const real *st, __global const real *sxr,
+                      __global const real *syr, __global const real *sw, const real kt,
+                      const real kx, const real shift, const int model2)
+{
+    const real xi = (real)xr, yi = (real)yr;
+#if REAL_IS_DOUBLE
+    const real xil = 0, yil = 0;
+#else
+    const real xil = (real)(xr - (double)xi), yil = (real)(yr - (double)yi);
+#endif
+    return rel_sum(s, e, (real)tj, xi, yi, xil, yil, st, sxr, syr, sw, kt, kx, shift, model2);
 }
 
 /*
@@ -506,11 +527,13 @@ static void blocks_body(
                     const double g = pre[s0 + c];
                     if (g > 0.0) {
                         const double sa = sqrt(vs), r = 0.5 * h;
+                        __global const double *M =
+                            mom + (size_t)HERM_PP * (size_t)(moff[c - mc0] + slot);
                         dvec err;
-                        const dvec val = hermite_box(
-                            sa * (xn - (cxa + r)), sa * (yn - (cya + r)),
-                            mom + (size_t)HERM_PP * (size_t)(moff[c - mc0] + slot), sa * r, s0 - cb, &err);
-                        ua.v += (val - g * err) * (exp(-(tn - t0) * inv_sigma_t) * exp2((double)shift));
+                        const dvec val = hermite_box(sa * (xn - (cxa + r)), sa * (yn - (cya + r)),
+                                                     M, sa * r, s0 - cb, &err);
+                        const dvec tf = exp(-(tn - t0) * inv_sigma_t) * exp2((double)shift);
+                        ua.v += (val - g * err) * tf;
                         ut_tail.v += (2.0 * g) * err;
                     }
                     const real kxc = kx * (real)cdlo[c];
@@ -520,15 +543,9 @@ static void blocks_body(
                             ++er;
                         }
                         if (s0 < er) {
-                            const double xr = ux.a[j] - cxa, yr = uy.a[j] - cya;
-                            const real xi = (real)xr, yi = (real)yr;
-#if REAL_IS_DOUBLE
-                            const real xil = 0, yil = 0;
-#else
-                            const real xil = (real)(xr - (double)xi), yil = (real)(yr - (double)yi);
-#endif
-                            ua.a[j] += cdlo[c] * rel_sum(s0, er, (real)ut.a[j], xi, yi, xil, yil,
-                                                         st, sxr, syr, sw, kt, kxc, shift, 0);
+                            ua.a[j] += cdlo[c] * row_sum(s0, er, ut.a[j], ux.a[j] - cxa,
+                                                         uy.a[j] - cya, st, sxr, syr, sw, kt,
+                                                         kxc, shift, 0);
                         }
                     }
                     continue;
@@ -600,18 +617,12 @@ static void blocks_body(
                         continue;
                     }
                     const double xr = ux.a[j] - cxa, yr = uy.a[j] - cya;
-                    const real xi = (real)xr, yi = (real)yr;
-#if REAL_IS_DOUBLE
-                    const real xil = 0, yil = 0;
-#else
-                    const real xil = (real)(xr - (double)xi), yil = (real)(yr - (double)yi);
-#endif
                     if (uni) {
-                        ua.a[j] += cdlo[c] * rel_sum(s, er, (real)ut.a[j], xi, yi, xil, yil, st,
-                                                     sxr, syr, sw, kt, kxc, shift, 0);
+                        ua.a[j] += cdlo[c] * row_sum(s, er, ut.a[j], xr, yr, st, sxr, syr, sw,
+                                                     kt, kxc, shift, 0);
                     } else {
-                        ua.a[j] += rel_sum(s, er, (real)ut.a[j], xi, yi, xil, yil, st, sxr, syr,
-                                           sw, kt, kx, shift, model2);
+                        ua.a[j] += row_sum(s, er, ut.a[j], xr, yr, st, sxr, syr, sw, kt, kx,
+                                           shift, model2);
                     }
                 }
             }
@@ -649,8 +660,8 @@ static void blocks_body(
                        __global double *out_tail, __global double *out_ring)                  \
     {                                                                                          \
         blocks_body(td, xd, yd, st, sxr, syr, sw, std, pre, pre16, mom, moff, mc0, ckey, cbeg,   \
-                    cdlo, cdhi, loff, hs, dlo, nlevels, nbase, x0, y0, brow, nblocks, row0, bmask, kt, kx, shift, kl,   \
-                    sigma_t, vscale, t0, inv_sigma_t, exp_mode, out_e, out_tail, out_ring,     \
+                    cdlo, cdhi, loff, hs, dlo, nlevels, nbase, x0, y0, brow, nblocks, row0,    \
+                    bmask, kt, kx, shift, kl, sigma_t, vscale, t0, inv_sigma_t, exp_mode, out_e, out_tail, out_ring,     \
                     model2);                                                                   \
     }
 

@@ -192,6 +192,7 @@ def test_kernel_fingerprint_covers_sources_options_and_precision():
     assert kernels.build_options("float64") == (
         "-DREAL_IS_DOUBLE=1",
         f"-DHERM_P={kernels.HERMITE_ORDER}",
+        f"-DHERM_STRIDE={kernels.HERMITE_STRIDE}",
     )
     source = (kernels.kernel_dir() / kernels.KERNEL_FILE).read_text(encoding="utf-8")
     assert kernels.kernel_sha256() == hashlib.sha256(source.encode("utf-8")).hexdigest()

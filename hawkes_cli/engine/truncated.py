@@ -45,10 +45,10 @@ bounded together with ``exp(-kappa_l(m))``.
 Expansion boxes. A dense cluster of one density under a wide kernel (a sparse-density city:
 at 200k, model 2, most of the kernel's time went to one city's pairs within ``kappa_l
 sigma_t``) is summed by moments instead: the sources of level l that share a box of side
-``BOX_SIDE`` (3) kernel lengthscales ``sigma_x / sqrt(ceil_l)`` with at least ``EXPAND_MIN``
+``BOX_SIDE`` (2) kernel lengthscales ``sigma_x / sqrt(ceil_l)`` with at least ``EXPAND_MIN``
 (256) sources of one density form level ``L + l`` (``grid.build_index``), whose cells are
 those boxes. For a row block, a box's sources older than its rows (up to the last of the
-prefixes kept every 8 sources) enter through ``HERMITE_ORDER^2`` (25 x 25) Hermite moments
+prefixes kept every 8 sources) enter through ``HERMITE_ORDER^2`` (23 x 23) Hermite moments
 about the box's centre (``cell_moments``; time enters as ``exp(t_m / sigma_t)`` weights, so
 *all* older sources are summed and nothing is cut in time), the newer ones pair by pair. The
 series' truncation is bounded by Cramer's inequality for Hermite polynomials; E is lowered
@@ -141,7 +141,6 @@ _CALIBRATION_BLOCKS = 512  # at least this many row blocks in the probe (all if 
 _CALIBRATION_SHARE = 25  # and at least one block in this many
 _CALIBRATION_STEP = 0.25  # a correction of the probe's kappa below this is not worth an index
 _CALIBRATION_NEAR = 3.0  # |log(bound / target)| within which the correction goes half way
-_HERMITE_STRIDE = 8  # sources per prefix slot of an expansion cell (HERM_STRIDE)
 
 
 @dataclass(frozen=True)
@@ -388,7 +387,7 @@ class TruncatedBackend(BoundedPairBackend):
         # expansion sources (sorted last): offsets from their box's centre over half the box
         mc0, mk0 = index.expanded
         half = 0.5 * h[mk0:]
-        slots = np.diff(index.cell_begin[mc0:]) // _HERMITE_STRIDE + 1
+        slots = np.diff(index.cell_begin[mc0:]) // kernels.HERMITE_STRIDE + 1
         moff = np.concatenate([[0], np.cumsum(slots)]).astype(np.int32)
         return {
             "st": self.events.upload(padded(self._t[o], real)),
