@@ -288,8 +288,8 @@ union lanes {
 static real8 rel_terms(const int k, const real ti, const real xi, const real yi,
                        const real xil, const real yil, __global const real *st,
                        __global const real *sxr, __global const real *syr,
-                       __global const real *sw, const real kt, const real kx, const real shift,
-                       const int model2)
+                       __global const real *sw, const real kt, const real kx, const real ktl,
+                       const real kxr, const real shift, const int model2)
 {
     const real8 dt = ti - LOAD8(st, k);
     const real8 dx = (xi - LOAD8(sxr, k)) + xil;
@@ -297,22 +297,23 @@ static real8 rel_terms(const int k, const real ti, const real xi, const real yi,
     const real8 r2 = dx * dx + dy * dy;
     if (model2) {
         const real8 wm = LOAD8(sw, k);
-        return wm * exp2_trunc(shift - dt * kt - r2 * (kx * wm));
+        return wm * exp2_trunc(EXPONENT(shift, dt, kt, ktl, r2 * (kx * wm), kxr));
     }
-    return exp2_trunc(shift - dt * kt - r2 * kx);
+    return exp2_trunc(EXPONENT(shift, dt, kt, ktl, r2 * kx, kxr));
 }
 
 static double rel_sum(const int s, const int e, const real ti, const real xi, const real yi,
                       const real xil, const real yil, __global const real *st,
                       __global const real *sxr, __global const real *syr,
-                      __global const real *sw, const real kt, const real kx, const real shift,
-                      const int model2)
+                      __global const real *sw, const real kt, const real kx, const real ktl,
+                      const real kxr, const real shift, const int model2)
 {
     const real8 lane = (real8)(0, 1, 2, 3, 4, 5, 6, 7);
     const int first = s & ~7, last = e & ~7;
     real8 v;
     double acc = 0.0;
-#define TERMS(k) rel_terms(k, ti, xi, yi, xil, yil, st, sxr, syr, sw, kt, kx, shift, model2)
+#define TERMS(k) \
+    rel_terms(k, ti, xi, yi, xil, yil, st, sxr, syr, sw, kt, kx, ktl, kxr, shift, model2)
     if (first == last) { /* one chunk holds [s, e) */
         v = TERMS(first);
         return HSUM8(lane >= (real)(s - first) && lane < (real)(e - first) ? v : (real8)0);
@@ -344,7 +345,8 @@ static double rel_sum(const int s, const int e, const real ti, const real xi, co
 static double row_sum(const int s, const int e, const double tj, const double xr,
                       const double yr, __global const real *st, __global const real *sxr,
                       __global const real *syr, __global const real *sw, const real kt,
-                      const real kx, const real shift, const int model2)
+                      const real kx, const real ktl, const real kxr, const real shift,
+                      const int model2)
 {
     const real xi = (real)xr, yi = (real)yr;
 #if REAL_IS_DOUBLE
@@ -352,7 +354,8 @@ static double row_sum(const int s, const int e, const double tj, const double xr
 #else
     const real xil = (real)(xr - (double)xi), yil = (real)(yr - (double)yi);
 #endif
-    return rel_sum(s, e, (real)tj, xi, yi, xil, yil, st, sxr, syr, sw, kt, kx, shift, model2);
+    return rel_sum(s, e, (real)tj, xi, yi, xil, yil, st, sxr, syr, sw, kt, kx, ktl, kxr, shift,
+                   model2);
 }
 
 /*
@@ -432,8 +435,8 @@ static void blocks_body(
     /* bit l of bmask[b]: level l has sources within the reach of block b (else skipped) */
     __global const ulong *bmask,
     /* parameters: kl[l] = the level's cut-off exponent kappa_l, vscale = 1 / (2 sigma_x^2) */
-    const real kt, const real kx, const real shift, __global const double *kl,
-    const double sigma_t, const double vscale, const double t0, const double inv_sigma_t,
+    const real kt, const real kx, const real ktl, const real kxr, const real shift,
+    __global const double *kl, const double sigma_t, const double vscale, const double t0, const double inv_sigma_t,
     const int exp_mode, __global double *out_e, __global double *out_tail,
     __global double *out_ring, const int model2)
 {
@@ -545,7 +548,7 @@ static void blocks_body(
                         if (s0 < er) {
                             ua.a[j] += cdlo[c] * row_sum(s0, er, ut.a[j], ux.a[j] - cxa,
                                                          uy.a[j] - cya, st, sxr, syr, sw, kt,
-                                                         kxc, shift, 0);
+                                                         kxc, ktl, kxr, shift, 0);
                         }
                     }
                     continue;
@@ -619,10 +622,10 @@ static void blocks_body(
                     const double xr = ux.a[j] - cxa, yr = uy.a[j] - cya;
                     if (uni) {
                         ua.a[j] += cdlo[c] * row_sum(s, er, ut.a[j], xr, yr, st, sxr, syr, sw,
-                                                     kt, kxc, shift, 0);
+                                                     kt, kxc, ktl, kxr, shift, 0);
                     } else {
                         ua.a[j] += row_sum(s, er, ut.a[j], xr, yr, st, sxr, syr, sw, kt, kx,
-                                           shift, model2);
+                                           ktl, kxr, shift, model2);
                     }
                 }
             }
@@ -654,14 +657,15 @@ static void blocks_body(
                        const int nlevels, const int nbase, const double x0, const double y0,  \
                        __global const int *brow, const int nblocks, const int row0,           \
                        __global const ulong *bmask, const real kt, const real kx,             \
-                       const real shift, __global const double *kl,                           \
+                       const real ktl, const real kxr, const real shift,                      \
+                       __global const double *kl,                                             \
                        const double sigma_t, const double vscale, const double t0,            \
                        const double inv_sigma_t, const int exp_mode, __global double *out_e,  \
                        __global double *out_tail, __global double *out_ring)                  \
     {                                                                                          \
         blocks_body(td, xd, yd, st, sxr, syr, sw, std, pre, pre16, mom, moff, mc0, ckey, cbeg,   \
                     cdlo, cdhi, loff, hs, dlo, nlevels, nbase, x0, y0, brow, nblocks, row0,    \
-                    bmask, kt, kx, shift, kl, sigma_t, vscale, t0, inv_sigma_t, exp_mode, out_e, out_tail, out_ring,     \
+                    bmask, kt, kx, ktl, kxr, shift, kl, sigma_t, vscale, t0, inv_sigma_t, exp_mode, out_e, out_tail, out_ring,     \
                     model2);                                                                   \
     }
 

@@ -27,6 +27,10 @@ log = logging.getLogger(__name__)
 VEC = 8
 #: Most events per chain: indices and counts are int32 and float32 in the kernels.
 MAX_EVENTS = 2**24 - 1
+#: Grid of an exponent coefficient's leading part (:meth:`DeviceEvents.coefficient`): float32
+#: holds every multiple of 2^-18 below 2^6, which bounds the shift (60) and the exponents that
+#: matter.
+COEFFICIENT_GRID = 2.0**-18
 
 
 def padded(values: np.ndarray, dtype: Any, fill: float) -> np.ndarray:
@@ -175,6 +179,23 @@ class DeviceEvents:
     def queue(self) -> Any:
         """The device's command queue."""
         return self.device.queue
+
+    def coefficient(self, value: float, *, relative: bool = False) -> tuple[Any, Any]:
+        """An exponent coefficient (``log2(e) / sigma_t`` and the like, > 0) exactly enough
+        for the kernels' ``EXPONENT`` (``hawkes.cl``), as two numbers of the working precision.
+
+        Default: ``(hi, lo)``, ``hi + lo ~ value``, ``hi`` rounded to a multiple of
+        :data:`COEFFICIENT_GRID` (while that is exact), so that on a day lattice ``dt * hi``
+        and ``shift - dt * hi`` are exact. ``relative``: ``(hi, rel)``, ``hi`` the nearest
+        number and ``rel = value / hi - 1`` its rounding, for a coefficient of a continuous
+        quantity. Without them every pair with the same ``dt`` shares a rounding (of the
+        coefficient, or after adding the shift), which biased every row's sum alike in float32:
+        about 1e-7 relative, 0.01 nats of log-likelihood differences at 200,000 events."""
+        if relative:
+            hi = self.real(value)
+            return hi, self.real(value / float(hi) - 1.0)
+        hi = self.real(round(value / COEFFICIENT_GRID) * COEFFICIENT_GRID)
+        return hi, self.real(value - float(hi))
 
     def upload(self, host: np.ndarray) -> Any:
         """A read-only device copy of ``host`` (one zero element when empty)."""

@@ -143,8 +143,8 @@ class OpenCLBackend:
             return self._e_host.copy()
         ev = self.events
         real = ev.real
-        kt = real(LOG2E / sigma_t)
-        kx = real(LOG2E / (2.0 * sigma_x * sigma_x))
+        kt, ktl = ev.coefficient(LOG2E / sigma_t)
+        kx, kxr = ev.coefficient(LOG2E / (2.0 * sigma_x * sigma_x), relative=True)
         gsize, lsize = self.launch_size(nrows)
         self._k_trigger(
             self.queue,
@@ -161,6 +161,8 @@ class OpenCLBackend:
             np.int32(nrows),
             kt,
             kx,
+            ktl,
+            kxr,
             real(ev.shift),
             self._buf_e,
         )
@@ -176,7 +178,7 @@ class OpenCLBackend:
         if nrows == 0:
             return np.empty(0)
         ev = self.events
-        kb = ev.real(LOG2E / (2.0 * tau_t * tau_t))
+        kb = ev.coefficient(LOG2E / (2.0 * tau_t * tau_t))
         gsize, lsize = self.launch_size(nrows)
         self._k_background(
             self.queue,
@@ -187,7 +189,7 @@ class OpenCLBackend:
             np.int32(self._nu),
             np.int32(self._u0),
             np.int32(nrows),
-            kb,
+            *kb,
             ev.real(ev.shift),
             self._buf_b,
         )
@@ -214,7 +216,7 @@ class OpenCLBackend:
             self._buf_hi,
             np.int32(self.row_start),
             np.int32(nrows),
-            ev.real(LOG2E / (2.0 * tau_t * tau_t)),
+            *ev.coefficient(LOG2E / (2.0 * tau_t * tau_t)),
             ev.real(ev.shift),
             buf,
         )

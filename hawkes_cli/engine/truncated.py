@@ -136,7 +136,8 @@ _INDEX_CACHE = 2
 _BLOCK_WIDTH = 8.0  # longest time span of a row block, in units of sigma_t
 _REACH = 1.5  # row blocks bound cells up to this many cut-off radii exactly, beyond by S_n
 _CALIBRATION_TARGET = 0.5  # calibrate() aims at this fraction of the tolerance
-_CALIBRATION_LADDER = np.arange(-4.0, 10.0, 2.0)  # probed cut-offs, around the first guess
+_CALIBRATION_LADDER = np.arange(-4.0, 0.5, 2.0)  # probed cut-offs, up to the index's
+_CALIBRATION_LEAD = 0.5  # the ladder's index is for the first guess plus this (rounded up)
 _CALIBRATION_BLOCKS = 512  # at least this many row blocks in the probe (all if fewer)
 _CALIBRATION_SHARE = 25  # and at least one block in this many
 _CALIBRATION_STEP = 0.25  # a correction of the probe's kappa below this is not worth an index
@@ -328,39 +329,43 @@ class TruncatedBackend(BoundedPairBackend):
         self._group_cache: OrderedDict[tuple[bytes, float], int] = OrderedDict()
         self._block_cache.clear()
 
-    def _build_index(self, sigma_x: float) -> tuple[GridIndex, dict]:
-        """The grid index for ``sigma_x`` at the current cut-off and its device buffers
-        (cached; the same for every ``sigma_x`` of one lattice step, see :meth:`_index_at`)."""
-        key = (lattice_up(sigma_x), self.kappa)
+    def _build_index(self, sigma_x: float, kappa: float | None = None) -> tuple[GridIndex, dict]:
+        """The grid index for ``sigma_x`` and the cut-off ``kappa`` (default: the current one)
+        and its device buffers, built for both rounded up to the lattice
+        (:func:`~hawkes_cli.engine.grid.lattice_up`; cells at least the cut-off radius) and
+        cached: every ``sigma_x`` and ``kappa`` of one lattice step share it, so a chain's
+        proposals and :meth:`calibrate`'s ladder reuse it."""
+        key = (lattice_up(sigma_x), lattice_up(self.kappa if kappa is None else kappa))
         hit = self._index_cache.get(key)
         if hit is not None:
             self._index_cache.move_to_end(key)
             return hit
-        index, bufs = self._index_at(sigma_x, self.kappa)
-        self._index_cache[key] = (index, bufs)
-        while len(self._index_cache) > _INDEX_CACHE:
-            self._index_cache.popitem(last=False)
-        return index, bufs
-
-    def _index_at(self, sigma_x: float, kappa: float) -> tuple[GridIndex, dict]:
-        """The grid index of ``(sigma_x, kappa)`` and its device buffers (not cached), built
-        for ``sigma_x`` rounded up to the lengthscale lattice
-        (:func:`~hawkes_cli.engine.grid.lattice_up`): cells at least the cut-off radius."""
         index = build_index(
             self._x,
             self._y,
             self._level,
             self.nlevels,
             self._r_unit,
-            lattice_up(sigma_x),
-            level_kappas(kappa, self._ceil),
+            key[0],
+            level_kappas(key[1], self._ceil),
             weight=self._w,
             ceil=self._ceil,
             expand_min=EXPAND_MIN,
         )
-        return index, self._upload_index(index, kappa)
+        hit = (index, self._upload_index(index))
+        self._index_cache[key] = hit
+        while len(self._index_cache) > _INDEX_CACHE:
+            self._index_cache.popitem(last=False)
+        return hit
 
-    def _upload_index(self, index: GridIndex, kappa: float) -> dict:
+    def _level_kappas(self, index: GridIndex, b: dict, kappa: float) -> Any:
+        """Device buffer of the cut-off exponent of each of ``index``'s grid levels at
+        ``kappa`` (kept in ``b``, the index's buffers, for the last ``kappa``)."""
+        if b["kl"] is None or b["kl"][0] != kappa:
+            b["kl"] = (kappa, self.events.upload(level_kappas(kappa, self._ceil)[index.band]))
+        return b["kl"][1]
+
+    def _upload_index(self, index: GridIndex) -> dict:
         real = self.events.real
         o = index.order
 
@@ -406,7 +411,8 @@ class TruncatedBackend(BoundedPairBackend):
             "loff": self.events.upload(index.level_offset),
             "hs": self.events.upload(index.h),
             "dlo": self.events.upload(self._floor[index.band]),
-            "kl": self.events.upload(level_kappas(kappa, self._ceil)[index.band]),
+            "kl": None,  # (kappa, buffer): _level_kappas
+            "rows": {},  # row blocks on the host by time width: _row_blocks
             "enx": self.events.upload(
                 padded(np.clip(rx[mk0:] / half - 1.0, -1.0, 1.0), np.float64)
             ),
@@ -472,8 +478,9 @@ class TruncatedBackend(BoundedPairBackend):
         if nrows == 0:
             return np.empty(0), np.empty(0)
         index, b = self._build_index(sigma_x)
-        blocks = self._blocks(index, sigma_x, sigma_t)
-        return self._bounded_pass(index, b, blocks, b["kl"], kappa, sigma_x, sigma_t)
+        blocks = self._blocks(index, b, sigma_x, sigma_t)
+        kl = self._level_kappas(index, b, kappa)
+        return self._bounded_pass(index, b, blocks, kl, kappa, sigma_x, sigma_t)
 
     def _bounded_pass(
         self,
@@ -540,6 +547,8 @@ class TruncatedBackend(BoundedPairBackend):
         # one block per work-group on CPUs (PoCL schedules work-groups dynamically over the
         # cores, and blocks differ a lot in work); the configured size elsewhere
         wg = self.exact.work_group or (1 if ev.device.info.kind == "cpu" else 64)
+        kt, ktl = ev.coefficient(LOG2E / sigma_t)
+        kx, kxr = ev.coefficient(LOG2E / (2.0 * sigma_x * sigma_x), relative=True)
         self._k_blocks(
             self.queue,
             (-(-max(blocks.count, 1) // wg) * wg,),
@@ -572,8 +581,10 @@ class TruncatedBackend(BoundedPairBackend):
             np.int32(blocks.count),
             np.int32(self.row_start),
             blocks.near,
-            real(LOG2E / sigma_t),
-            real(LOG2E / (2.0 * sigma_x * sigma_x)),
+            kt,
+            kx,
+            ktl,
+            kxr,
             real(ev.shift),
             kl,
             np.float64(sigma_t),
@@ -597,26 +608,32 @@ class TruncatedBackend(BoundedPairBackend):
         omega = norm * (self._tail_host + rest) * _SAFETY
         return e, omega
 
-    def _blocks(self, index: GridIndex, sigma_x: float, sigma_t: float) -> _DeviceBlocks:
-        """Row blocks of this backend's rows for the current index and ``sigma_t`` (cached; the
-        same for every ``sigma_x`` and ``sigma_t`` of one lattice step)."""
-        key = (lattice_up(sigma_x), self.kappa, lattice_up(sigma_t))
+    def _blocks(self, index: GridIndex, b: dict, sigma_x: float, sigma_t: float) -> _DeviceBlocks:
+        """Row blocks of this backend's rows for the current index (buffers ``b``) and
+        ``sigma_t`` (cached; the same for every ``sigma_x``, ``kappa`` and ``sigma_t`` of one
+        lattice step)."""
+        kappa = lattice_up(self.kappa)
+        key = (lattice_up(sigma_x), kappa, lattice_up(sigma_t))
         hit = self._block_cache.get(key)
         if hit is not None:
             self._block_cache.move_to_end(key)
             return hit
-        hit = self._upload_blocks(self._row_blocks(index, sigma_t), sigma_x, self.kappa)
+        hit = self._upload_blocks(self._row_blocks(index, b, sigma_t), sigma_x, kappa)
         self._block_cache[key] = hit
         while len(self._block_cache) > _INDEX_CACHE:
             self._block_cache.popitem(last=False)
         return hit
 
-    def _row_blocks(self, index: GridIndex, sigma_t: float) -> np.ndarray:
-        """This backend's rows in blocks (:func:`~hawkes_cli.engine.grid.row_blocks`); rows
-        of dense levels are grouped by the cells of a coarser one
+    def _row_blocks(self, index: GridIndex, b: dict, sigma_t: float) -> np.ndarray:
+        """This backend's rows in blocks (:func:`~hawkes_cli.engine.grid.row_blocks`; kept
+        in ``b``, the index's buffers, so :meth:`calibrate`'s probe and the first evaluation
+        share them); rows of dense levels are grouped by the cells of a coarser level
         (:func:`~hawkes_cli.engine.grid.grouping_level`). The blocks span up to 8 ``sigma_t``
         rounded up to the lengthscale lattice (the width only decides which rows share one)."""
         width = _BLOCK_WIDTH * lattice_up(sigma_t)
+        rows = b["rows"].get(width)
+        if rows is not None:
+            return rows
         key = (index.h.tobytes(), width)  # the cell sizes identify the index
         g = self._group_cache.get(key)
         if g is None:
@@ -625,7 +642,11 @@ class TruncatedBackend(BoundedPairBackend):
             while len(self._group_cache) > 4 * _INDEX_CACHE:
                 self._group_cache.popitem(last=False)
         group = row_groups(index, self._x, self._y, self._level, g) if g > 0 else None
-        return row_blocks(index, self._t, self.row_start, self.row_stop, width, group)
+        rows = row_blocks(index, self._t, self.row_start, self.row_stop, width, group)
+        b["rows"][width] = rows
+        while len(b["rows"]) > _INDEX_CACHE:
+            b["rows"].pop(next(iter(b["rows"])))
+        return rows
 
     def _upload_blocks(self, blocks: np.ndarray, sigma_x: float, kappa: float) -> _DeviceBlocks:
         """Upload row blocks with the levels within reach of each, for cut-offs up to
@@ -675,41 +696,45 @@ class TruncatedBackend(BoundedPairBackend):
         comm = comm or SerialComm()
         target = _CALIBRATION_TARGET * self.tolerance
         k0 = initial_kappa(self.tolerance, self.n, float(self._ceil.max()))
-        # rungs within [1, 740] and distinct (the interpolation divides by their spacing)
-        k0 = min(max(k0, 1.0 - _CALIBRATION_LADDER[0]), _KAPPA_MAX - _CALIBRATION_LADDER[-1])
-        ladder = k0 + _CALIBRATION_LADDER
-        index, b = self._index_at(sigma_x, float(ladder[-1]))
+        # the ladder's index: cells for the lattice point above the guess (plus a lead), so
+        # that the chosen cut-off usually shares it and the first evaluation reuses it; rungs
+        # within [1, 740] and distinct (the interpolation divides by their spacing)
+        top = lattice_up(min(max(k0 + _CALIBRATION_LEAD, 1.0 - _CALIBRATION_LADDER[0]), 700.0))
+        ladder = top + _CALIBRATION_LADDER
+        index, b = self._build_index(sigma_x, top)
         probed, ratios = self._probe(index, b, ladder, sigma_x, sigma_t, base, xi0, comm, target)
         bounds = np.array(probed)
         ladder = ladder[: bounds.size]
-        top = float(ladder[-1])
         logb = np.log(np.maximum(bounds, 1e-300))
         slopes = np.maximum(-np.diff(logb) / np.diff(ladder), 1.0)
         if bounds[-1] > target:  # beyond the ladder: from the top rung's rows
             kappa = _solve_rows(comm.allgather(ratios), float(slopes[-1]), target, top)
         else:
             kappa = _solve_ladder(ladder, bounds, target)
-        # the ladder's cells are those of its top cut-off, which bound differently: probe once
-        # more on the index of the chosen cut-off (kept for the first evaluation) and correct
+        local = math.nan
         self.kappa = kappa
-        index, b = self._build_index(sigma_x)
-        (local,), ratios = self._probe(
-            index, b, np.array([kappa]), sigma_x, sigma_t, base, xi0, comm
-        )
-        i = int(np.clip(np.searchsorted(ladder, kappa), 1, ladder.size - 1))
-        fixed = _solve_rows(comm.allgather(ratios), float(slopes[i - 1]), target, kappa)
-        if abs(math.log(max(local, 1e-300) / target)) <= _CALIBRATION_NEAR:
-            # near: the two probes sample different blocks and per-row bounds are
-            # heavy-tailed, so go half way
-            fixed = 0.5 * (kappa + fixed)
-        if abs(fixed - kappa) > _CALIBRATION_STEP:
-            kappa = float(np.clip(fixed, 1.0, _KAPPA_MAX))
+        if lattice_up(kappa) != top:
+            # another index, whose cells bound differently from the ladder's: probe once more
+            # on it (kept for the first evaluation) and correct
+            index, b = self._build_index(sigma_x)
+            (local,), ratios = self._probe(
+                index, b, np.array([kappa]), sigma_x, sigma_t, base, xi0, comm
+            )
+            i = int(np.clip(np.searchsorted(ladder, kappa), 1, ladder.size - 1))
+            fixed = _solve_rows(comm.allgather(ratios), float(slopes[i - 1]), target, kappa)
+            if abs(math.log(max(local, 1e-300) / target)) <= _CALIBRATION_NEAR:
+                # near: the two probes sample different blocks and per-row bounds are
+                # heavy-tailed, so go half way
+                fixed = 0.5 * (kappa + fixed)
+            if abs(fixed - kappa) > _CALIBRATION_STEP:
+                kappa = float(np.clip(fixed, 1.0, _KAPPA_MAX))
         log.info(
-            "truncation: probe bounds %s nats at kappa %s, %.3g at kappa %.4g; kappa -> %.4g",
+            "truncation: probe bounds %s nats at kappa %s%s; kappa -> %.4g",
             np.array2string(bounds, precision=2),
             np.array2string(ladder, precision=3),
-            local,
-            self.kappa,
+            ""
+            if math.isnan(local)
+            else f", {local:.3g} at kappa {self.kappa:.4g} (cells of {lattice_up(self.kappa):.4g})",
             kappa,
         )
         self.kappa = kappa
@@ -736,7 +761,7 @@ class TruncatedBackend(BoundedPairBackend):
         this rank's ``(stride, xi0 omega_n / lambda~_n of the sampled rows)`` at the last
         cut-off evaluated.
         """
-        rows = self._row_blocks(index, sigma_t)
+        rows = self._row_blocks(index, b, sigma_t)
         share = rows.shape[0] // _CALIBRATION_SHARE
         stride = max(1, rows.shape[0] // max(_CALIBRATION_BLOCKS, share))
         sample = np.ascontiguousarray(rows[::stride])
