@@ -72,7 +72,7 @@ xi0 omega_n`` is never above the true one, and::
 which :class:`~hawkes_cli.engine.base.Likelihood` computes for every evaluation (O(N)) and
 reduces over ranks. ``tolerance`` is in nats (absolute). Before the first evaluation
 :meth:`TruncatedBackend.calibrate` predicts ``kappa`` for this data and model from a probe of
-about 4 % of the row blocks; while the likelihood adapts (fast start and warm-up), a realised
+one in 40 row blocks; while the likelihood adapts (fast start and warm-up), a realised
 bound above the tolerance makes :meth:`TruncatedBackend.tighten` raise ``kappa`` and ``E`` is
 recomputed (collectively); after warm-up the cut-off is fixed and such a bound is reported.
 ``kappa`` only grows, and it is part of a chain's checkpoint
@@ -107,6 +107,7 @@ from .device import VEC, DeviceEvents
 from .grid import (
     EXP_SPAN,
     EXPAND_MIN,
+    LATTICE_STEPS,
     GridIndex,
     block_levels,
     build_index,
@@ -136,10 +137,10 @@ _INDEX_CACHE = 2
 _BLOCK_WIDTH = 8.0  # longest time span of a row block, in units of sigma_t
 _REACH = 1.5  # row blocks bound cells up to this many cut-off radii exactly, beyond by S_n
 _CALIBRATION_TARGET = 0.5  # calibrate() aims at this fraction of the tolerance
-_CALIBRATION_LADDER = np.arange(-4.0, 0.5, 2.0)  # probed cut-offs, up to the index's
+_CALIBRATION_LADDER = np.array([-2.0, 0.0])  # probed cut-offs, up to the index's
 _CALIBRATION_LEAD = 0.5  # the ladder's index is for the first guess plus this (rounded up)
 _CALIBRATION_BLOCKS = 512  # at least this many row blocks in the probe (all if fewer)
-_CALIBRATION_SHARE = 25  # and at least one block in this many
+_CALIBRATION_SHARE = 40  # and at least one block in this many
 _CALIBRATION_STEP = 0.25  # a correction of the probe's kappa below this is not worth an index
 _CALIBRATION_NEAR = 3.0  # |log(bound / target)| within which the correction goes half way
 
@@ -667,15 +668,20 @@ class TruncatedBackend(BoundedPairBackend):
     ) -> float:
         """Choose the starting ``kappa`` for this data and model from a probe (collective).
 
-        A sample of the row blocks (about 4 %, at least 512 blocks) is evaluated at a ladder of
-        cut-offs on one grid index (built for the largest; a grid of larger cells is valid at
-        every smaller cut-off), from the smallest up to the first whose bound meets the target
-        (the larger ones cost the most and cannot move the answer), the realised bound ``sum_n
+        The grid index is built for the lattice point above the first guess
+        (:func:`~hawkes_cli.engine.grid.initial_kappa` plus 0.5, rounded up by
+        :func:`~hawkes_cli.engine.grid.lattice_up`): cells are built for ``kappa`` rounded up
+        to that lattice, so every cut-off of one step shares them. A sample of the row blocks
+        (one in 40, at least 512 blocks) is evaluated on it at that lattice point and 2 below
+        (only the first if its bound already meets the target), the realised bound ``sum_n
         log1p(xi0 omega_n / lambda~_n)`` of the sample is scaled to all rows and summed over
         ranks, and ``kappa`` is set where the log-linear interpolation of that curve reaches
-        half the tolerance. One more probe on the index of that cut-off (the ladder's coarser
-        cells bound differently) corrects it half way along the curve's local slope. The first
-        full evaluation then usually meets the tolerance without tightening.
+        half the tolerance (per row beyond the top). When that lands in the index's step (or
+        within 0.25 below it, where it is raised to the step), the first evaluation reuses the
+        index, its row blocks and moments, so it costs little more than a steady one.
+        Otherwise one more probe on the index of the chosen cut-off (whose cells bound
+        differently) corrects it half way along the curve's local slope. The first full
+        evaluation then usually meets the tolerance without tightening.
 
         Parameters
         ----------
@@ -712,6 +718,9 @@ class TruncatedBackend(BoundedPairBackend):
         else:
             kappa = _solve_ladder(ladder, bounds, target)
         local = math.nan
+        if lattice_up(kappa) < top and lattice_up(kappa + _CALIBRATION_STEP) == top:
+            # just below the ladder's cells: a little more kappa is cheaper than another index
+            kappa = top * 2.0 ** (-1.0 / LATTICE_STEPS) * (1.0 + 1e-9)
         self.kappa = kappa
         if lattice_up(kappa) != top:
             # another index, whose cells bound differently from the ladder's: probe once more
