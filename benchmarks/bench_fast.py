@@ -84,6 +84,7 @@ sys.path.insert(0, str(HERE))
 
 from bench_loglik import AREA, PARAMS, make_county_data, make_data  # noqa: E402
 
+from hawkes_cli import kernels  # noqa: E402
 from hawkes_cli.config import load_config  # noqa: E402
 from hawkes_cli.data import EventData, save_events  # noqa: E402
 from hawkes_cli.engine import Likelihood, make_likelihood  # noqa: E402
@@ -571,7 +572,9 @@ def main() -> None:
             data = make_data(n, "days", seed=args.seed)
         dhash = data_hash(data)
         for model in args.models:
-            stem = f"n{n}-m{model}-{args.precision}-d{dhash}"
+            # the exact kernel's fingerprint too: its values and timings change with it
+            kfp = kernels.kernel_fingerprint([(args.precision, False)])[:10]
+            stem = f"n{n}-m{model}-{args.precision}-d{dhash}-k{kfp}"
             cache = Cache(None if args.no_cache else args.cache.expanduser(), stem)
             sd_key = ("sd", PARAMS.as_dict(), args.fd_step)
             sds = cache.load_json("sd", sd_key)

@@ -672,14 +672,13 @@ class TruncatedBackend(BoundedPairBackend):
         (:func:`~hawkes_cli.engine.grid.initial_kappa` plus 0.5, rounded up by
         :func:`~hawkes_cli.engine.grid.lattice_up`): cells are built for ``kappa`` rounded up
         to that lattice, so every cut-off of one step shares them. A sample of the row blocks
-        (one in 40, at least 512 blocks) is evaluated on it at that lattice point and 2 below
-        (only the first if its bound already meets the target), the realised bound ``sum_n
-        log1p(xi0 omega_n / lambda~_n)`` of the sample is scaled to all rows and summed over
-        ranks, and ``kappa`` is set where the log-linear interpolation of that curve reaches
-        half the tolerance (per row beyond the top). When that lands in the index's step (or
-        within 0.25 below it, where it is raised to the step), the first evaluation reuses the
-        index, its row blocks and moments, so it costs little more than a steady one.
-        Otherwise one more probe on the index of the chosen cut-off (whose cells bound
+        (one in 40, at least 512 blocks) is evaluated on it at that lattice point and 2 below,
+        the realised bound ``sum_n log1p(xi0 omega_n / lambda~_n)`` of the sample is scaled to
+        all rows and summed over ranks, and ``kappa`` is set where the log-linear interpolation
+        of that curve reaches half the tolerance (per row beyond the top). When that lands in
+        the index's step (or within 0.25 below it, where it is raised to the step), the first
+        evaluation reuses the index, its row blocks and moments, so it costs little more than a
+        steady one. Otherwise one more probe on the index of the chosen cut-off (whose cells bound
         differently) corrects it half way along the curve's local slope. The first full
         evaluation then usually meets the tolerance without tightening.
 
