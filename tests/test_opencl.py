@@ -336,3 +336,20 @@ def test_float32_trigger_sums_are_unbiased_on_a_day_lattice(kind, model):
     for tau_t in (11.0, 31.0):
         np.testing.assert_allclose(b32.background(tau_t), b64.background(tau_t), rtol=1e-12)
     assert "float64 on the host" in b32.path
+
+
+def test_distinct_time_sums_match_the_pair_sum_on_and_off_the_day_grid():
+    """The float32 backends' float64 background over distinct times: whole days by one
+    convolution on the day grid, other times by the U x U terms; both equal the direct sum over
+    the other distinct times (the own one skipped: the tie rule) for every row range."""
+    from hawkes_cli.engine.opencl import distinct_time_sums
+
+    rng = np.random.default_rng(4)
+    for tu in (np.unique(rng.integers(0, 700, 300)) + 0.5, np.unique(rng.uniform(0, 700, 300))):
+        c = rng.integers(1, 50, tu.size)
+        for tau_t in (0.6, 20.0, 300.0):
+            gap = tu[:, None] - tu[None, :]
+            terms = np.where(gap == 0.0, 0.0, np.exp(-0.5 * (gap / tau_t) ** 2))
+            want = terms @ c
+            got = distinct_time_sums(tu, c, tau_t, 7, tu.size - 5)
+            np.testing.assert_allclose(got, want[7:-5], rtol=1e-13, atol=0.0)
