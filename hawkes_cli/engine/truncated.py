@@ -327,7 +327,6 @@ class TruncatedBackend(BoundedPairBackend):
         self._x0, self._y0 = float(self._x.min()), float(self._y.min())
         self._presence = level_presence(self._x, self._y, self._level, self.nlevels)
         self._index_cache: OrderedDict[tuple[float, float], tuple[GridIndex, dict]] = OrderedDict()
-        self._group_cache: OrderedDict[tuple[bytes, float], int] = OrderedDict()
         self._block_cache.clear()
 
     def _build_index(self, sigma_x: float, kappa: float | None = None) -> tuple[GridIndex, dict]:
@@ -414,6 +413,7 @@ class TruncatedBackend(BoundedPairBackend):
             "dlo": self.events.upload(self._floor[index.band]),
             "kl": None,  # (kappa, buffer): _level_kappas
             "rows": {},  # row blocks on the host by time width: _row_blocks
+            "group": {},  # their grouping level by time width: _row_blocks
             "enx": self.events.upload(
                 padded(np.clip(rx[mk0:] / half - 1.0, -1.0, 1.0), np.float64)
             ),
@@ -635,13 +635,10 @@ class TruncatedBackend(BoundedPairBackend):
         rows = b["rows"].get(width)
         if rows is not None:
             return rows
-        key = (index.h.tobytes(), width)  # the cell sizes identify the index
-        g = self._group_cache.get(key)
+        g = b["group"].get(width)  # kept per width: cheap, and the rows are not
         if g is None:
             g = grouping_level(index, self._x, self._y, self._level, self._span, width)
-            self._group_cache[key] = g
-            while len(self._group_cache) > 4 * _INDEX_CACHE:
-                self._group_cache.popitem(last=False)
+            b["group"][width] = g
         group = row_groups(index, self._x, self._y, self._level, g) if g > 0 else None
         rows = row_blocks(index, self._t, self.row_start, self.row_stop, width, group)
         b["rows"][width] = rows
