@@ -159,6 +159,9 @@ class DeviceInfo:
     compute_units: int
     global_mem_mb: int
     float64: bool
+    #: An OpenCL *simulator* (Oclgrind reports itself as a GPU): for checking kernels, orders
+    #: of magnitude slower than a device, never chosen unless named.
+    simulator: bool = False
 
     @property
     def ident(self) -> str:
@@ -202,9 +205,20 @@ def _all_devices() -> list[tuple[DeviceInfo, Any]]:
                 compute_units=int(dev.max_compute_units),
                 global_mem_mb=int(dev.global_mem_size) // 2**20,
                 float64=bool(dev.double_fp_config),
+                simulator=is_simulator(plat.name, dev.name),
             )
             found.append((info, dev))
     return found
+
+
+#: Platform or device names of OpenCL simulators (lower case).
+SIMULATORS = ("oclgrind",)
+
+
+def is_simulator(platform: str, name: str) -> bool:
+    """Whether a platform / device name is an OpenCL simulator (:data:`SIMULATORS`)."""
+    text = f"{platform} {name}".lower()
+    return any(s in text for s in SIMULATORS)
 
 
 def list_devices() -> list[DeviceInfo]:
@@ -218,9 +232,10 @@ def select_device(spec: str | None = None, local_rank: int = 0) -> tuple[DeviceI
     Parameters
     ----------
     spec
-        ``None`` (use ``$HAWKES_OPENCL_DEVICE`` if set, else automatic), ``"P:D"`` platform and
-        device indices, ``"gpu"`` / ``"cpu"`` (that kind only), or a case-insensitive substring of
-        the device name.
+        ``None`` (use ``$HAWKES_OPENCL_DEVICE`` if set, else automatic: the GPUs, else every
+        device), ``"P:D"`` platform and device indices, ``"gpu"`` / ``"cpu"`` (that kind only),
+        or a case-insensitive substring of the device name. A simulator (Oclgrind,
+        :func:`is_simulator`) is chosen only by its indices or name.
     local_rank
         This process's rank on its node; among several matching devices, device
         ``local_rank % count`` is taken, so ranks of one node spread over its GPUs.
@@ -242,13 +257,20 @@ def select_device(spec: str | None = None, local_rank: int = 0) -> tuple[DeviceI
             "`pip install pocl-binary-distribution` for a CPU device"
         )
     listing = "; ".join(f"{i.ident} {i.name} ({i.kind})" for i, _ in devices)
+    real = [d for d in devices if not d[0].simulator]
     if spec is None:
-        gpus = [d for d in devices if d[0].kind == "gpu"]
-        chosen = gpus or devices
+        if not real:
+            raise DeviceError(
+                f"only an OpenCL simulator was found ({listing}), which is never used unless "
+                "named; install a driver (e.g. `pip install pocl-binary-distribution` for a "
+                "CPU device) or name the simulator with --device / engine.device"
+            )
+        gpus = [d for d in real if d[0].kind == "gpu"]
+        chosen = gpus or real
     elif ":" in spec and all(p.strip().isdigit() for p in spec.split(":", 1)):
         chosen = [d for d in devices if d[0].ident == spec.replace(" ", "")]
-    elif spec.lower() in ("gpu", "cpu", "accelerator"):
-        chosen = [d for d in devices if d[0].kind == spec.lower()]
+    elif spec.lower() in ("gpu", "cpu", "accelerator"):  # a simulator only by name or index
+        chosen = [d for d in real if d[0].kind == spec.lower()]
     else:
         chosen = [d for d in devices if spec.lower() in d[0].name.lower()]
     if not chosen:

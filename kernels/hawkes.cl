@@ -95,11 +95,22 @@ static real8 exp2_unmasked(const real8 y)
 }
 #endif
 
-/* 2^y for any y <= shift, with 2^y = 0 below the smallest normal number. */
+/*
+ * 2^y for any y <= shift, with 2^y = 0 below the smallest normal number. One comparison
+ * decides both selects: written as two comparisons `y < EXP2_MIN` (clamp, then mask), the
+ * Oclgrind 21.10 simulator returned 0 for every lane at or above EXP2_MIN (a simulator fault:
+ * the two forms are the same OpenCL C, and PoCL agrees with the float64 reference on both),
+ * which made every exact trigger sum on it 0 or NaN.
+ */
 static real8 exp2_neg(const real8 y)
 {
-    const real8 r = exp2_unmasked(y < EXP2_MIN ? (real8)EXP2_MIN : y);
-    return y < EXP2_MIN ? (real8)0 : r;
+#if REAL_IS_DOUBLE
+    const long8 keep = y >= EXP2_MIN;
+#else
+    const int8 keep = y >= EXP2_MIN;
+#endif
+    const real8 r = exp2_unmasked(keep ? y : (real8)EXP2_MIN);
+    return keep ? r : (real8)0;
 }
 
 /*
@@ -142,25 +153,20 @@ static real8 trigger8(const int m, const real ti, const real xi, const real yi,
     return exp2_neg(EXPONENT(shift, dt, kt, ktl, r2 * kx, kxr));
 }
 
-static void trigger_rows(__global const real *t, __global const real *x, __global const real *y,
-                         __global const real *xl, __global const real *yl,
-                         __global const real *w, __global const int *lo,
-                         const int row0, const int nrows, const real kt, const real kx,
-                         const real ktl, const real kxr, const real shift,
-                         __global double *out, const int model2)
+/* The trigger sum of row i over its sources m < lo[i] (t_m < t_i strictly). */
+static double trigger_row(const int i, __global const real *t, __global const real *x,
+                          __global const real *y, __global const real *xl,
+                          __global const real *yl, __global const real *w,
+                          __global const int *lo, const real kt, const real kx, const real ktl,
+                          const real kxr, const real shift, const int model2)
 {
-    const int g = get_global_id(0);
-    if (g >= nrows) {
-        return;
-    }
-    const int i = row0 + g;
     const real ti = t[i], xi = x[i], yi = y[i];
 #if REAL_IS_DOUBLE
     const real xil = 0, yil = 0;
 #else
     const real xil = xl[i], yil = yl[i];
 #endif
-    const int l = lo[i];                 /* sources: m < l, i.e. t_m < t_i strictly */
+    const int l = lo[i];
     const int full = l & ~7;
     const real8 lane = (real8)(0, 1, 2, 3, 4, 5, 6, 7);
     double acc = 0.0;
@@ -179,28 +185,34 @@ static void trigger_rows(__global const real *t, __global const real *x, __globa
         const real8 keep = lane < (real)(l - full) ? v : (real8)0;
         acc += HSUM8(keep);
     }
-    out[g] = acc;
+    return acc;
 }
 
-__kernel void trigger_model1(__global const real *t, __global const real *x,
-                             __global const real *y, __global const real *xl,
-                             __global const real *yl, __global const real *w,
-                             __global const int *lo, const int row0, const int nrows,
-                             const real kt, const real kx, const real ktl, const real kxr,
-                             const real shift, __global double *out)
-{
-    trigger_rows(t, x, y, xl, yl, w, lo, row0, nrows, kt, kx, ktl, kxr, shift, out, 0);
-}
+/*
+ * One work-item per row: rows row0 .. row0 + nrows - 1 (trigger_model1, trigger_model2), or
+ * the rows listed in sample[0 .. nrows) (trigger_sample1, trigger_sample2: the truncated
+ * engine's self-check against the exact sum on the same device). Work-items past nrows (the
+ * launch is rounded up to whole work-groups) do nothing; no local memory, no barrier, so any
+ * work-group size gives the same sums.
+ */
+#define TRIGGER_KERNEL(name, model2, ROW)                                                      \
+    __kernel void name(__global const real *t, __global const real *x,                         \
+                       __global const real *y, __global const real *xl,                       \
+                       __global const real *yl, __global const real *w,                       \
+                       __global const int *lo, __global const int *sample, const int row0,    \
+                       const int nrows, const real kt, const real kx, const real ktl,         \
+                       const real kxr, const real shift, __global double *out)                \
+    {                                                                                          \
+        const int g = get_global_id(0);                                                        \
+        if (g < nrows) {                                                                       \
+            out[g] = trigger_row(ROW, t, x, y, xl, yl, w, lo, kt, kx, ktl, kxr, shift, model2); \
+        }                                                                                      \
+    }
 
-__kernel void trigger_model2(__global const real *t, __global const real *x,
-                             __global const real *y, __global const real *xl,
-                             __global const real *yl, __global const real *w,
-                             __global const int *lo, const int row0, const int nrows,
-                             const real kt, const real kx, const real ktl, const real kxr,
-                             const real shift, __global double *out)
-{
-    trigger_rows(t, x, y, xl, yl, w, lo, row0, nrows, kt, kx, ktl, kxr, shift, out, 1);
-}
+TRIGGER_KERNEL(trigger_model1, 0, row0 + g)
+TRIGGER_KERNEL(trigger_model2, 1, row0 + g)
+TRIGGER_KERNEL(trigger_sample1, 0, sample[g])
+TRIGGER_KERNEL(trigger_sample2, 1, sample[g])
 
 /*
  * Background over distinct times: row u gets sum_{v != u} c_v 2^(-(tu_u - tu_v)^2 kb),

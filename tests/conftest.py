@@ -68,6 +68,12 @@ def _have_slurm() -> bool:
 
 HAVE_SLURM = _have_slurm()
 
+#: The Oclgrind simulator's OpenCL driver (Debian package oclgrind, scripts/setup.sh); the
+#: simulator tier registers it through $OCL_ICD_VENDORS for its child processes only.
+OCLGRIND_ICD = next(
+    (p for p in (Path("/usr/lib/oclgrind/liboclgrind-rt-icd.so"),) if p.exists()), None
+)
+
 
 @pytest.hookimpl(trylast=True)  # after -m/-k deselection: only the tests that will run
 def pytest_collection_modifyitems(config, items):
@@ -76,6 +82,13 @@ def pytest_collection_modifyitems(config, items):
 
     if IN_CI and not HAVE_OPENCL and any(marked(item, "opencl") for item in items):
         pytest.exit(f"CI=true and the opencl tier cannot run: {OPENCL_REASON}", returncode=1)
+    if IN_CI and OCLGRIND_ICD is None and any(marked(item, "simulator") for item in items):
+        pytest.exit(
+            "CI=true and the simulator tier cannot run: Oclgrind is not installed "
+            "(scripts/setup.sh installs Debian's oclgrind as root)",
+            returncode=1,
+        )
+    skip_sim = pytest.mark.skip(reason="Oclgrind not installed (apt-get install oclgrind)")
     skip_ocl = pytest.mark.skip(reason=OPENCL_REASON)
     skip_mpi = pytest.mark.skip(reason="mpiexec not on PATH (pip install mpich mpi4py)")
     skip_gpu = pytest.mark.skip(reason="no GPU on this machine")
@@ -88,6 +101,8 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip_ocl)
         if marked(item, "mpi") and not HAVE_MPIEXEC:
             item.add_marker(skip_mpi)
+        if marked(item, "simulator") and OCLGRIND_ICD is None:
+            item.add_marker(skip_sim)
         if marked(item, "gpu"):
             item.add_marker(skip_gpu)
         if marked(item, "slurm") and not HAVE_SLURM:

@@ -167,23 +167,73 @@ def _resolve_area(area: float | None, attrs: dict[str, Any], source: Path) -> fl
 
 
 @run.command("devices")
+@click.option(
+    "--check",
+    is_flag=True,
+    help="Run every kernel (both models and precisions, exact and truncated) on small built-in "
+    "data on each device and compare with the float64 reference: PASS or FAIL per device.",
+)
+@click.option(
+    "--device",
+    "only",
+    default=None,
+    help="With --check: only this device (P:D, gpu, cpu or part of a name).",
+)
 @json_option()
-def devices_cmd(as_json: bool) -> None:
-    """List OpenCL platforms and devices (with float64 support)."""
-    from ..kernels import list_devices
+def devices_cmd(check: bool, only: str | None, as_json: bool) -> None:
+    """List OpenCL platforms and devices (with float64 support); --check tests each one."""
+    from ..kernels import list_devices, select_device
 
     found = list_devices()
+    if not found:
+        raise HawkesError("no OpenCL device found; `pip install pocl-binary-distribution`")
+    if check:
+        if only is not None:
+            found = [select_device(only)[0]]
+        _check_devices(found, as_json)
+        return
     if as_json:
         click.echo(json.dumps([{**d.__dict__, "ident": d.ident} for d in found], indent=2))
         return
-    if not found:
-        raise HawkesError("no OpenCL device found; `pip install pocl-binary-distribution`")
     click.echo(f"{'id':<6}{'kind':<6}{'fp64':<6}{'CUs':>5} {'memory':>9}  device (platform)")
     for d in found:
+        kind = "sim" if d.simulator else d.kind
         click.echo(
-            f"{d.ident:<6}{d.kind:<6}{'yes' if d.float64 else 'no':<6}{d.compute_units:>5} "
+            f"{d.ident:<6}{kind:<6}{'yes' if d.float64 else 'no':<6}{d.compute_units:>5} "
             f"{d.global_mem_mb:>6} MB  {d.name} ({d.platform})"
         )
+
+
+def _check_devices(found: list, as_json: bool) -> None:
+    """``devices --check``: :func:`hawkes_cli.engine.selfcheck.check_device` on each device;
+    exit 1 when any device fails."""
+    from ..engine.selfcheck import check_device
+
+    reports = []
+    for d in found:
+        if not as_json:
+            slow = " (a simulator: about a minute)" if d.simulator else ""
+            click.echo(f"{d.ident} {d.name} ({d.platform}){slow}")
+        if not d.float64:
+            click.echo("  FAIL  no float64 support (cl_khr_fp64), which every kernel needs")
+            reports.append({"ident": d.ident, "name": d.name, "ok": False, "cases": []})
+            continue
+        rep = check_device(d.ident)
+        reports.append(
+            {"ident": rep.ident, "name": rep.name, "platform": rep.platform, "kind": rep.kind,
+             "ok": rep.ok, "seconds": rep.seconds, "cases": [c.__dict__ for c in rep.cases]}
+        )  # fmt: skip
+        if as_json:
+            continue
+        for c in rep.cases:
+            worst = "" if c.ok else f" (worst {c.worst:.3g} of the exact value)"
+            click.echo(f"  {'ok  ' if c.ok else 'FAIL'}  {c.name:<27} {c.detail}{worst}")
+        verdict = "PASS" if rep.ok else "FAIL: do not use this device (see above)"
+        click.echo(f"  {verdict}  ({len(rep.cases)} checks, {rep.seconds:.1f} s)")
+    if as_json:
+        click.echo(json.dumps(reports, indent=2))
+    if not all(r["ok"] for r in reports):
+        raise SystemExit(1)
 
 
 @run.command("validate")

@@ -33,6 +33,7 @@ from typing import Any, Protocol
 import numpy as np
 from scipy.special import ndtr
 
+from ..errors import DeviceError
 from ..model import Params
 from ..parallel import Comm, SerialComm
 
@@ -166,6 +167,10 @@ class BoundedPairBackend(ABC):
     def tighten(self, excess: float) -> bool:
         """Omit less from now on (the realised bound was ``excess`` times the tolerance);
         False if nothing more can be done."""
+
+    #: What the backend's last self-check on its device found wrong (None: nothing); a
+    #: :class:`Likelihood` evaluation raises :class:`~hawkes_cli.errors.DeviceError` with it.
+    check_failure: str | None = None
 
     #: Whether the cut-off is settled for this data (by :meth:`calibrate`, a given cut-off or
     #: a restored checkpoint); :class:`Likelihood` calibrates once before its first evaluation
@@ -386,6 +391,8 @@ class Likelihood:
         )
         # |log max(lam, f) - log max(lam~, f)| <= log1p(xi0 omega / max(lam~, f)), lam >= lam~
         bound = 0.0 if omega is None else float(np.sum(np.log1p(p.xi0 * omega / lam)))
+        if self._bounded is not None and self._bounded.check_failure:
+            bound = math.nan  # every rank learns of it from the reduced bound
         return float(np.sum(logs) - np.dot(comp, self._tcount)), B, E, bound
 
     def evaluate(self, p: Params) -> Evaluation:
@@ -417,6 +424,13 @@ class Likelihood:
             if bounded is None:
                 return Evaluation(loglik=ll, B=B, E=E)
             bound = self.comm.allreduce_sum(bound)
+            if math.isnan(bound):
+                raise DeviceError(
+                    bounded.check_failure
+                    or "the truncated engine's pair sums are NaN or failed their self-check "
+                    "on another rank's device; set engine.tolerance: 0 (the exact kernels) or "
+                    "choose another device (`hawkes-run devices --check` tests each device)"
+                )
             tolerance = bounded.tolerance
             if not self.adapt_cutoff and math.isfinite(ll):
                 self.worst_bound = max(self.worst_bound, bound)

@@ -27,6 +27,9 @@ log = logging.getLogger(__name__)
 VEC = 8
 #: Most events per chain: indices and counts are int32 and float32 in the kernels.
 MAX_EVENTS = 2**24 - 1
+#: A float64 pattern every new output buffer is filled with before any kernel runs (None:
+#: left undefined, as OpenCL allocates it). Only tests set it.
+POISON: float | None = None
 #: Grid of an exponent coefficient's leading part (:meth:`DeviceEvents.coefficient`): float32
 #: holds every multiple of 2^-18 below 2^6, which bounds the shift (60) and the exponents that
 #: matter.
@@ -209,11 +212,17 @@ class DeviceEvents:
 
     def output(self, nbytes: int, *, read: bool = False) -> Any:
         """A device buffer of ``nbytes`` bytes (at least 8) the kernels write (and, with
-        ``read``, also read)."""
+        ``read``, also read). Its contents are undefined until a kernel writes them; with
+        :data:`POISON` set every new one is first filled with that float64 value (tests: a
+        result that changes with the poison read memory no kernel wrote)."""
         import pyopencl as cl
 
         flags = cl.mem_flags.READ_WRITE if read else cl.mem_flags.WRITE_ONLY
-        return cl.Buffer(self.context, flags, max(8, int(nbytes)))
+        nbytes = max(8, -(-int(nbytes) // 8) * 8)
+        buf = cl.Buffer(self.context, flags, nbytes)
+        if POISON is not None:
+            cl.enqueue_fill_buffer(self.queue, buf, np.float64(POISON), 0, nbytes)
+        return buf
 
     def program(self, truncated: bool = False) -> Any:
         """The program at this precision (``hawkes.cl``, plus ``truncated.cl`` when

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import math
+from typing import Any
 
 import numpy as np
 
@@ -133,6 +134,7 @@ class OpenCLBackend:
         self._buf_b = events.output(self._b_host.nbytes)
         # one kernel object per backend (kernel objects hold their arguments)
         self._k_trigger = cl.Kernel(prog, f"trigger_model{model}")
+        self._k_sample = cl.Kernel(prog, f"trigger_sample{model}")
         self._k_background = cl.Kernel(prog, "background")
 
     @property
@@ -178,12 +180,45 @@ class OpenCLBackend:
         nrows = self.row_stop - self.row_start
         if nrows == 0:
             return self._e_host.copy()
+        self._launch_trigger(self._k_trigger, nrows, sigma_x, sigma_t)
+        return self._e_host * self._trigger_norm(sigma_x, sigma_t)
+
+    def trigger_at(self, rows: np.ndarray, sigma_x: float, sigma_t: float) -> np.ndarray:
+        """E of the events ``rows`` (indices into all N, any order), float64, shape
+        (len(rows),): the same sums as :meth:`trigger`, for a sample of rows (the truncated
+        engine's self-check, :meth:`~hawkes_cli.engine.truncated.TruncatedBackend.self_check`)."""
+        rows = np.ascontiguousarray(rows, dtype=np.int32)
+        if rows.size == 0:
+            return np.empty(0)
+        out = np.empty(rows.size)
+        buf = self.events.output(out.nbytes)
+        self._launch_trigger(
+            self._k_sample, rows.size, sigma_x, sigma_t,
+            sample=self.events.upload(rows), out=buf,
+        )  # fmt: skip
+        self._cl.enqueue_copy(self.queue, out, buf)
+        return out * self._trigger_norm(sigma_x, sigma_t)
+
+    def _trigger_norm(self, sigma_x: float, sigma_t: float) -> float:
+        return 2.0**-self.events.shift / (2.0 * math.pi * sigma_x * sigma_x * sigma_t)
+
+    def _launch_trigger(
+        self,
+        kernel: Any,
+        nrows: int,
+        sigma_x: float,
+        sigma_t: float,
+        *,
+        sample: Any = None,
+        out: Any = None,
+    ) -> None:
+        """Enqueue ``trigger_model*`` (this backend's rows into ``_e_host``) or
+        ``trigger_sample*`` (the rows in ``sample`` into ``out``, read by the caller)."""
         ev = self.events
-        real = ev.real
         kt, ktl = ev.coefficient(LOG2E / sigma_t)
         kx, kxr = ev.coefficient(LOG2E / (2.0 * sigma_x * sigma_x), relative=True)
         gsize, lsize = self.launch_size(nrows)
-        self._k_trigger(
+        kernel(
             self.queue,
             (gsize,),
             lsize,
@@ -194,18 +229,18 @@ class OpenCLBackend:
             ev.buf_yl,
             ev.buf_w,
             ev.buf_lo,
+            ev.buf_lo if sample is None else sample,  # unread by trigger_model*
             np.int32(self.row_start),
             np.int32(nrows),
             kt,
             kx,
             ktl,
             kxr,
-            real(ev.shift),
-            self._buf_e,
+            ev.real(ev.shift),
+            self._buf_e if out is None else out,
         )
-        self._cl.enqueue_copy(self.queue, self._e_host, self._buf_e)
-        norm = 2.0**-ev.shift / (2.0 * math.pi * sigma_x * sigma_x * sigma_t)
-        return self._e_host * norm
+        if out is None:
+            self._cl.enqueue_copy(self.queue, self._e_host, self._buf_e)
 
     def background(self, tau_t: float) -> np.ndarray:
         """B for this backend's rows, float64, shape (rows,)."""

@@ -143,6 +143,16 @@ _CALIBRATION_BLOCKS = 512  # at least this many row blocks in the probe (all if 
 _CALIBRATION_SHARE = 40  # and at least one block in this many
 _CALIBRATION_STEP = 0.25  # a correction of the probe's kappa below this is not worth an index
 _CALIBRATION_NEAR = 3.0  # |log(bound / target)| within which the correction goes half way
+#: Rows of each self-check (:meth:`TruncatedBackend.self_check`): 64 x N pairs on the device.
+SELF_CHECK_ROWS = 64
+#: Working-precision rounding allowed between the truncated and the exact kernel, relative to
+#: the exact row: both round every term (float32 ~6e-8 per term, rows accumulated in float64
+#: every 512 terms; measured at most 1e-6 in float32 and 1e-13 in float64), so a hundred
+#: times that is no false alarm, and a wrong kernel (a missing cell, wrong moments, garbage
+#: lanes) is off by far more.
+SELF_CHECK_ROUNDING = {"float32": 1e-4, "float64": 1e-9}
+_SELF_CHECK_SEED = 0x5E1F  # the check's own stream: it never touches a chain's random numbers
+_SELF_CHECK_KEYS = 8  # grid keys remembered as checked
 
 
 @dataclass(frozen=True)
@@ -283,6 +293,9 @@ class TruncatedBackend(BoundedPairBackend):
         self._buf_ring = events.output(self._ring_host.nbytes)
         self._s_cache: OrderedDict[tuple[float, float, float], np.ndarray] = OrderedDict()
         self.trigger_path = "none yet"
+        self._checked: OrderedDict[tuple, None] = OrderedDict()
+        self.self_checks = 0
+        self.check_failure: str | None = None
 
     # ------------------------------------------------------------------ bounded interface
     @property
@@ -481,7 +494,71 @@ class TruncatedBackend(BoundedPairBackend):
         index, b = self._build_index(sigma_x)
         blocks = self._blocks(index, b, sigma_x, sigma_t)
         kl = self._level_kappas(index, b, kappa)
-        return self._bounded_pass(index, b, blocks, kl, kappa, sigma_x, sigma_t)
+        e, omega = self._bounded_pass(index, b, blocks, kl, kappa, sigma_x, sigma_t)
+        # a new cut-off, grid index or set of row blocks: check it on this device
+        key = (lattice_up(sigma_x), lattice_up(kappa), lattice_up(sigma_t), kappa)
+        if key in self._checked:
+            self._checked.move_to_end(key)
+        else:
+            self.self_check(e, omega, sigma_x, sigma_t)
+            self._checked[key] = None
+            while len(self._checked) > _SELF_CHECK_KEYS:
+                self._checked.popitem(last=False)
+        return e, omega
+
+    def self_check(
+        self, e: np.ndarray, omega: np.ndarray, sigma_x: float, sigma_t: float
+    ) -> str | None:
+        """Compare a random sample of this backend's rows of a truncated pass with the exact
+        pair sum on the same device.
+
+        :data:`SELF_CHECK_ROWS` rows (64 x N pairs, on the exact kernel): each must satisfy
+        ``E - omega - r E <= E~ <= E (1 + r)`` with ``r`` the working precision's
+        :data:`SELF_CHECK_ROUNDING`, and be finite. A device that breaks this computes the
+        truncated kernels wrongly (the bound cannot notice: the same code computes it).
+
+        Parameters
+        ----------
+        e, omega : (rows,) float64
+            ``E~`` and its bound from :meth:`trigger_bounded` at these lengthscales.
+        sigma_x, sigma_t
+            The lengthscales of that pass.
+
+        Returns
+        -------
+        str or None
+            What failed (also kept in :attr:`check_failure`, which
+            :class:`~hawkes_cli.engine.base.Likelihood` turns into a
+            :class:`~hawkes_cli.errors.DeviceError` on every rank), or None.
+        """
+        nrows = self.row_stop - self.row_start
+        rng = np.random.default_rng([_SELF_CHECK_SEED, self.self_checks])
+        self.self_checks += 1
+        pick = np.sort(rng.choice(nrows, size=min(SELF_CHECK_ROWS, nrows), replace=False))
+        exact = self.exact.trigger_at(pick + self.row_start, sigma_x, sigma_t)
+        got, bound = e[pick], omega[pick]
+        r = SELF_CHECK_ROUNDING[self.precision]
+        below = exact - bound - r * exact - got  # > 0: more omitted than the bound allows
+        above = got - exact * (1.0 + r)  # > 0: more than the whole sum
+        finite = np.isfinite(got) & np.isfinite(bound) & np.isfinite(exact)
+        bad = ~finite | (below > LAMBDA_FLOOR) | (above > LAMBDA_FLOOR)
+        if not bad.any():
+            log.debug("self-check: %d rows within their bounds", pick.size)
+            return None
+        k = int(np.argmax(bad))
+        row = int(pick[k]) + self.row_start
+        info = self.events.device.info
+        self.check_failure = (
+            f"OpenCL device {info.ident} {info.name!r} ({info.platform}) computes the truncated "
+            f"trigger wrongly: {int(bad.sum())} of {pick.size} sampled rows disagree with the "
+            f"exact pair sum on the same device beyond their bound (row {row}: "
+            f"truncated {got[k]:.6g}, exact {exact[k]:.6g}, bound {bound[k]:.3g}; "
+            f"{self.precision}, model {self.model}). Its numbers cannot be trusted: set "
+            "engine.tolerance: 0 (the exact kernels) or choose another device (engine.device; "
+            "`hawkes-run devices --check` tests each device)"
+        )
+        log.error("%s", self.check_failure)
+        return self.check_failure
 
     def _bounded_pass(
         self,
@@ -511,8 +588,7 @@ class TruncatedBackend(BoundedPairBackend):
             ):
                 k(
                     self.queue,
-                    (max(ncells, 1),),
-                    None,
+                    *self._launch(ncells),
                     b["std"],
                     b["swd"],
                     *extra,
@@ -527,8 +603,7 @@ class TruncatedBackend(BoundedPairBackend):
             if exp_mode and nexp:
                 self._k_moments(
                     self.queue,
-                    (nexp,),
-                    None,
+                    *self._launch(nexp),
                     b["std"],
                     b["swd"],
                     b["enx"],
@@ -608,6 +683,12 @@ class TruncatedBackend(BoundedPairBackend):
             rest = self._far(sigma_t, 1.0, kappa)
         omega = norm * (self._tail_host + rest) * _SAFETY
         return e, omega
+
+    def _launch(self, items: int) -> tuple[tuple[int], tuple[int] | None]:
+        """(global, local) sizes of a one-work-item-per-item launch at the backend's
+        work-group size (the implementation's choice when none is set)."""
+        g, local = self.exact.launch_size(items)
+        return (g,), local
 
     def _blocks(self, index: GridIndex, b: dict, sigma_x: float, sigma_t: float) -> _DeviceBlocks:
         """Row blocks of this backend's rows for the current index (buffers ``b``) and

@@ -1,0 +1,114 @@
+"""Run one kernel case on a named OpenCL device and print what it computed, as JSON.
+
+``python -m tests.simulator_run --device oclgrind --engine truncated --model 2 --precision
+float32`` evaluates the case at work-group sizes 1 and the largest every kernel of it allows
+(and the implementation's choice), compares each with the float64 reference
+(:mod:`hawkes_cli.engine.selfcheck`'s data and tolerances) and prints one JSON object on
+stdout. The simulator tier (``tests/test_simulator.py``) runs it in a child process under
+Oclgrind, whose reports go to standard error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import numpy as np
+
+from hawkes_cli.engine import opencl
+from hawkes_cli.engine.base import TimeStructure
+from hawkes_cli.engine.device import Device, DeviceEvents
+from hawkes_cli.engine.opencl import OpenCLBackend
+from hawkes_cli.engine.reference import ReferenceBackend
+from hawkes_cli.engine.selfcheck import (
+    CHECK_AREA,
+    CHECK_KAPPA,
+    CHECK_PARAMS,
+    CHECK_ROUNDING,
+    _relative_excess,
+    _truncated_excess,
+    check_events,
+)
+from hawkes_cli.engine.truncated import TruncatedBackend
+
+
+def _max_local(backend, names: list[str]) -> int:
+    """The largest work-group size every kernel in ``names`` allows on the backend's device."""
+    import pyopencl as cl
+
+    ev = backend.events
+    dev = ev.context.devices[0]
+    prog = ev.program(truncated=isinstance(backend, TruncatedBackend))
+    sizes = [
+        cl.Kernel(prog, k).get_work_group_info(cl.kernel_work_group_info.WORK_GROUP_SIZE, dev)
+        for k in names
+    ]
+    return int(min([*sizes, dev.max_work_group_size]))
+
+
+def run(device: str, engine: str, model: int, precision: str, n: int) -> dict:
+    """Evaluate the case at several work-group sizes; see the module docstring."""
+    opencl.HOST_BACKGROUND = 0  # float32 too: the background kernel on the device
+    t, x, y, d = check_events(n)
+    density = d if model == 2 else None
+    times = TimeStructure.from_times(t)
+    p = CHECK_PARAMS
+    ref = ReferenceBackend(t, x, y, density, model=model, area=CHECK_AREA, times=times)
+    e0, b0 = ref.trigger(p.sigma_x, p.sigma_t), ref.background(p.tau_t)
+    dev = Device.select(device)
+    r = CHECK_ROUNDING[precision]
+    out: dict = {"device": dev.info.name, "runs": []}
+
+    def build(wg):
+        events = DeviceEvents(dev, t, x, y, density, precision=precision, times=times)
+        common = {"model": model, "area": CHECK_AREA, "work_group": wg}
+        if engine == "exact":
+            return OpenCLBackend(events, **common)
+        return TruncatedBackend(events, kappa=CHECK_KAPPA, **common)
+
+    blocks = "truncated_blocks2" if model == 2 else "truncated_blocks"
+    names = (
+        [f"trigger_model{model}", "background"]
+        if engine == "exact"
+        else ["cell_prefix", "cell_prefix16", "cell_moments", blocks]
+    )
+    largest = _max_local(build(None), names)
+    out["largest"] = largest
+    for wg in (1, largest, None):
+        be = build(wg)
+        run_out: dict = {"work_group": wg}
+        if engine == "exact":
+            e = be.trigger(p.sigma_x, p.sigma_t)
+            b = be.background(p.tau_t)
+            run_out["worst"] = max(_relative_excess(e, e0, r), _relative_excess(b, b0, r))
+            run_out["b"] = b.tolist()
+        else:
+            e, omega = be.trigger_bounded(p.sigma_x, p.sigma_t)
+            index = be._build_index(p.sigma_x)[0]
+            run_out["worst"] = _truncated_excess(e, omega, e0, r)
+            run_out["check_failure"] = be.check_failure
+            run_out["omega"] = omega.tolist()
+            run_out["expanded_sources"] = int(t.size - index.expanded[1])
+            run_out["ring_rows"] = int(np.count_nonzero(be._ring_host))
+            blocks = be._blocks(index, be._index_cache[next(reversed(be._index_cache))][1],
+                                p.sigma_x, p.sigma_t)  # fmt: skip
+            run_out["blocks"] = int(blocks.count)
+            run_out["path"] = be.trigger_path
+        run_out["e"] = e.tolist()
+        out["runs"].append(run_out)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--device", required=True)
+    ap.add_argument("--engine", choices=("exact", "truncated"), required=True)
+    ap.add_argument("--model", type=int, choices=(1, 2), required=True)
+    ap.add_argument("--precision", choices=("float32", "float64"), required=True)
+    ap.add_argument("--n", type=int, default=600)
+    a = ap.parse_args()
+    print(json.dumps(run(a.device, a.engine, a.model, a.precision, a.n)))
+
+
+if __name__ == "__main__":
+    main()
