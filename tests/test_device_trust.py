@@ -1,0 +1,206 @@
+"""Whether a device's numbers can be trusted (issue 25): the truncated engine's self-check,
+``hawkes-run devices --check``, no dependence on the work-group size or on memory no kernel
+wrote, and a simulator never chosen by default."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from hawkes_cli import kernels
+from hawkes_cli.cli.run_cmds import run as run_cli
+from hawkes_cli.engine import device as device_mod
+from hawkes_cli.engine.base import Likelihood, TimeStructure
+from hawkes_cli.engine.device import Device, DeviceEvents
+from hawkes_cli.engine.opencl import OpenCLBackend
+from hawkes_cli.engine.reference import ReferenceBackend
+from hawkes_cli.engine.selfcheck import (
+    CHECK_AREA,
+    CHECK_KAPPA,
+    CHECK_PARAMS,
+    _relative_excess,
+    _truncated_excess,
+    check_device,
+    check_events,
+)
+from hawkes_cli.engine.truncated import SELF_CHECK_ROWS, TruncatedBackend
+from hawkes_cli.errors import DeviceError
+
+pytestmark = pytest.mark.opencl
+
+P = CHECK_PARAMS
+
+
+def _backend(kind: str, model: int, precision: str, *, n: int = 1500, work_group=None):
+    t, x, y, d = check_events(n)
+    events = DeviceEvents(
+        Device.select("cpu"), t, x, y, d if model == 2 else None, precision=precision
+    )
+    common = {"model": model, "area": CHECK_AREA, "work_group": work_group}
+    if kind == "exact":
+        return OpenCLBackend(events, **common)
+    return TruncatedBackend(events, kappa=CHECK_KAPPA, **common)
+
+
+# --------------------------------------------------------------------------- self-check
+@pytest.mark.parametrize("model", [1, 2])
+def test_self_check_passes_once_per_cutoff_and_again_after_a_change(model):
+    tr = _backend("truncated", model, "float32")
+    tr.trigger_bounded(P.sigma_x, P.sigma_t)
+    tr.trigger_bounded(P.sigma_x, P.sigma_t)
+    assert tr.self_checks == 1 and tr.check_failure is None
+    tr.tighten(10.0)  # a new cut-off: checked again
+    tr.trigger_bounded(P.sigma_x, P.sigma_t)
+    assert tr.self_checks == 2 and tr.check_failure is None
+
+
+def test_trigger_at_equals_the_full_pass_rows():
+    """The self-check's sample kernel computes the same sums as the full exact pass."""
+    ex = _backend("exact", 2, "float32")
+    full = ex.trigger(P.sigma_x, P.sigma_t)
+    rows = np.array([0, 5, 17, 800, 1499, 3])
+    assert np.array_equal(ex.trigger_at(rows, P.sigma_x, P.sigma_t), full[rows])
+
+
+@pytest.mark.parametrize("precision", ["float32", "float64"])
+def test_a_device_that_omits_terms_without_bounding_them_is_a_hard_error(precision, monkeypatch):
+    """A truncated pass whose bound misses what it omits (here: the bound zeroed, as a device
+    that drops the ring and tail sums would compute it) fails the self-check, and the
+    likelihood refuses to return a number: DeviceError naming the device and the remedy."""
+    tr = _backend("truncated", 1, precision)
+    real_pass = TruncatedBackend._bounded_pass
+
+    def broken(self, *args):
+        e, omega = real_pass(self, *args)
+        return e, np.zeros_like(omega)
+
+    monkeypatch.setattr(TruncatedBackend, "_bounded_pass", broken)
+    t = tr.events.time
+    lik = Likelihood(tr, t, times=TimeStructure.from_times(t))
+    with pytest.raises(DeviceError) as err:
+        lik.loglik(P)
+    text = str(err.value)
+    assert tr.events.device.info.name in text
+    assert "engine.tolerance: 0" in text and "devices --check" in text
+    assert f"of {SELF_CHECK_ROWS} sampled rows" in text
+
+
+def test_the_check_catches_a_wrong_row_and_only_a_wrong_one():
+    e0 = np.array([1.0, 2.0, 3.0, 1e-45])
+    assert _truncated_excess(e0 * (1 - 1e-6), e0 * 1e-5, e0, 1e-4) == 0.0
+    assert _truncated_excess(e0 * 0.5, e0 * 0.1, e0, 1e-4) > 0.3  # omitted beyond the bound
+    assert _truncated_excess(e0 * 1.5, e0, e0, 1e-4) > 0.4  # above the whole sum
+    assert math.isinf(_truncated_excess(np.r_[e0[:3], np.nan], e0, e0, 1e-4))
+    assert _relative_excess(e0, e0 * (1 + 1e-5), 1e-4) == 0.0
+    assert _relative_excess(e0 * 2, e0, 1e-4) > 0.9
+
+
+# --------------------------------------------------------------------------- device shape
+@pytest.mark.parametrize("precision", ["float32", "float64"])
+@pytest.mark.parametrize("model", [1, 2])
+def test_results_do_not_depend_on_the_work_group_size(model, precision):
+    """Every kernel at local sizes 1, 3 (not a power of two), 64 and the implementation's
+    choice gives the same rows, bit for bit (no kernel assumes a work-group shape)."""
+    outs = {}
+    for wg in (None, 1, 3, 64):
+        ex = _backend("exact", model, precision, n=900, work_group=wg)
+        tr = _backend("truncated", model, precision, n=900, work_group=wg)
+        e, omega = tr.trigger_bounded(P.sigma_x, P.sigma_t)
+        outs[wg] = (ex.trigger(P.sigma_x, P.sigma_t), ex.background(P.tau_t), e, omega)
+    for wg, arrays in outs.items():
+        for a, b in zip(arrays, outs[None], strict=True):
+            assert np.array_equal(a, b), wg
+
+
+@pytest.mark.parametrize("precision", ["float32", "float64"])
+@pytest.mark.parametrize("model", [1, 2])
+def test_no_kernel_reads_memory_it_did_not_write(model, precision, monkeypatch):
+    """Every output and scratch buffer (prefix sums, moments, row outputs) filled with NaN, a
+    huge value or 3 before any kernel runs: the results are the same bit for bit and finite.
+    A kernel that read a slot nobody wrote would pick the poison up."""
+    outs = []
+    for poison in (None, math.nan, -1e300, 3.0):
+        monkeypatch.setattr(device_mod, "POISON", poison)
+        ex = _backend("exact", model, precision, n=900)
+        tr = _backend("truncated", model, precision, n=900)
+        e, omega = tr.trigger_bounded(P.sigma_x, P.sigma_t)
+        outs.append((ex.trigger(P.sigma_x, P.sigma_t), ex.background(P.tau_t), e, omega))
+    for arrays in outs:
+        for a, b in zip(arrays, outs[0], strict=True):
+            assert np.all(np.isfinite(a)) and np.array_equal(a, b)
+
+
+def test_check_data_uses_every_path_of_the_row_block_kernel():
+    tr = _backend("truncated", 2, "float64")
+    tr.trigger_bounded(P.sigma_x, P.sigma_t)
+    index, b = tr._build_index(P.sigma_x)
+    assert tr.n - index.expanded[1] > 300  # expansion boxes
+    assert np.count_nonzero(tr._ring_host) > 100  # ring cells
+    assert tr._blocks(index, b, P.sigma_x, P.sigma_t).count > 100  # several row blocks
+
+
+# --------------------------------------------------------------------------- devices --check
+def test_check_device_passes_on_pocl_against_the_reference():
+    rep = check_device("cpu")
+    assert rep.ok and len(rep.cases) == 8
+    assert {c.name for c in rep.cases} == {
+        f"model {m} {p} {e}"
+        for m in (1, 2)
+        for p in ("float32", "float64")
+        for e in ("exact", "truncated")
+    }
+
+
+def test_devices_check_cli_prints_a_verdict_per_device():
+    res = CliRunner().invoke(run_cli, ["devices", "--check", "--device", "cpu"])
+    assert res.exit_code == 0, res.output
+    assert "PASS" in res.output and "model 2 float32 truncated" in res.output
+    res = CliRunner().invoke(run_cli, ["devices", "--check", "--device", "cpu", "--json"])
+    (report,) = json.loads(res.output)
+    assert report["ok"] and len(report["cases"]) == 8
+
+
+def test_devices_check_fails_with_exit_1_on_a_wrong_device(monkeypatch):
+    from hawkes_cli.engine import selfcheck
+
+    monkeypatch.setattr(selfcheck, "CHECK_ROUNDING", {"float32": -1.0, "float64": -1.0})
+    res = CliRunner().invoke(run_cli, ["devices", "--check", "--device", "cpu"])
+    assert res.exit_code == 1
+    assert "FAIL" in res.output and "do not use this device" in res.output
+
+
+# --------------------------------------------------------------------------- selection
+def _fake(pi, name, platform, kind, simulator):
+    info = kernels.DeviceInfo(pi, 0, platform, name, kind, 1, 128, True, simulator)
+    return info, object()
+
+
+def test_a_simulator_is_never_the_default_device(monkeypatch):
+    sim = _fake(0, "Oclgrind Simulator", "Oclgrind", "gpu", True)
+    cpu = _fake(1, "pthread-cpu", "Portable Computing Language", "cpu", False)
+    monkeypatch.delenv(kernels.DEVICE_ENV, raising=False)
+    monkeypatch.setattr(kernels, "_all_devices", lambda: [sim, cpu])
+    assert kernels.select_device()[0].name == "pthread-cpu"
+    with pytest.raises(DeviceError):
+        kernels.select_device("gpu")  # a simulator is no GPU to choose by kind
+    assert kernels.select_device("oclgrind")[0].simulator  # but it can be named
+    assert kernels.select_device("0:0")[0].simulator
+    monkeypatch.setattr(kernels, "_all_devices", lambda: [sim])
+    with pytest.raises(DeviceError, match="only an OpenCL simulator"):
+        kernels.select_device()
+    assert kernels.is_simulator("Oclgrind", "Oclgrind Simulator")
+    assert not kernels.is_simulator("NVIDIA CUDA", "NVIDIA H100 80GB HBM3")
+
+
+def test_reference_agrees_with_check_data_sizes():
+    """The check's data is what the docs say: 1500 events on whole days, two thirds in one
+    density (the city)."""
+    t, x, y, d = check_events()
+    assert t.size == 1500 and np.all(t == np.floor(t)) and np.all(np.diff(t) >= 0)
+    assert np.count_nonzero(d == 0.5) == 1000
+    ref = ReferenceBackend(t, x, y, d, model=2, area=CHECK_AREA)
+    assert np.all(np.isfinite(ref.trigger(P.sigma_x, P.sigma_t)))
