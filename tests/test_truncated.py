@@ -541,15 +541,10 @@ def dense_city_events(n: int, seed: int):
     """Two thirds of the events in one city (sd 0.05 degrees, one density, 0.5 per square
     mile), the rest spread over 5 degrees with densities of 0.04 to 70,000: the city's boxes
     hold far more than EXPAND_MIN sources, so its sources older than a row block are summed
-    by their Hermite moments."""
-    rng = np.random.default_rng(seed)
-    k = 2 * n // 3
-    t = np.sort(np.floor(rng.uniform(0, 60.0, n)))
-    city = rng.permutation(n) < k
-    x = np.where(city, -90 + rng.normal(0, 0.05, n), rng.uniform(-92.5, -87.5, n))
-    y = np.where(city, 40 + rng.normal(0, 0.05, n), rng.uniform(37.5, 42.5, n))
-    d = np.where(city, 0.5, np.exp(rng.uniform(np.log(0.04), np.log(70000.0), n)))
-    return t, x, y, d
+    by their Hermite moments (the built-in data of ``hawkes-run devices --check``)."""
+    from hawkes_cli.engine.selfcheck import check_events
+
+    return check_events(n, seed)
 
 
 @pytest.mark.parametrize("precision", ["float64", "float32"])
