@@ -162,6 +162,8 @@ class DeviceInfo:
     #: An OpenCL *simulator* (Oclgrind reports itself as a GPU): for checking kernels, orders
     #: of magnitude slower than a device, never chosen unless named.
     simulator: bool = False
+    #: Alignment of every buffer's start (CL_DEVICE_MEM_BASE_ADDR_ALIGN), bytes.
+    base_align_bytes: int = 128
 
     @property
     def ident(self) -> str:
@@ -206,6 +208,7 @@ def _all_devices() -> list[tuple[DeviceInfo, Any]]:
                 global_mem_mb=int(dev.global_mem_size) // 2**20,
                 float64=bool(dev.double_fp_config),
                 simulator=is_simulator(plat.name, dev.name),
+                base_align_bytes=int(dev.mem_base_addr_align) // 8,
             )
             found.append((info, dev))
     return found
@@ -295,6 +298,25 @@ def require_float64(info: DeviceInfo) -> None:
         )
 
 
+#: Bytes of the widest vector a kernel loads from or stores to a buffer (double16 and int16
+#: in truncated.cl, double8 in hawkes.cl). Every such access indexes an array of that vector
+#: type from a buffer's start, so it is aligned when the buffer is; OpenCL guarantees the
+#: size of long16 (128 bytes) for a full-profile device.
+WIDEST_VECTOR_BYTES = 128
+
+
+def require_alignment(info: DeviceInfo) -> None:
+    """Raise :class:`DeviceError` unless the device aligns buffers for the kernels' widest
+    vector loads (:data:`WIDEST_VECTOR_BYTES`)."""
+    if info.base_align_bytes < WIDEST_VECTOR_BYTES:
+        raise DeviceError(
+            f"OpenCL device {info.ident} {info.name!r} aligns buffers to "
+            f"{info.base_align_bytes} bytes, but the likelihood kernels load "
+            f"{WIDEST_VECTOR_BYTES}-byte vectors (double16), which need that alignment; choose "
+            "another device with --device / engine.device (see `hawkes-run devices`)"
+        )
+
+
 _CONTEXTS: dict[int, Any] = {}
 _PROGRAMS: dict[tuple[int, str], Any] = {}  # (context, precision[+truncated])
 
@@ -368,7 +390,7 @@ def build_program(context: Any, precision: str, *, truncated: bool = False) -> A
         with compiler_output() as output, warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             prog = cl.Program(context, program_source(truncated)).build(options=options)
-        for w in caught:  # e.g. PoCL's harmless vector-ABI notes; keep them out of the CLI
+        for w in caught:  # e.g. PoCL's vector-ABI notes on our own functions; not for the CLI
             log.debug("OpenCL compiler: %s", w.message)
     except cl.RuntimeError as exc:
         name = KERNEL_FILE + (f" + {TRUNCATED_FILE}" if truncated else "")

@@ -16,6 +16,17 @@
  *     below the working precision's rounding (float64: Taylor degree 13; float32: minimax
  *     degree 6, 1.9e-9 relative); no call into the device's libm in the hot loop.
  *
+ * What the kernels of this file and truncated.cl require of a device, and nothing more:
+ *   - cl_khr_fp64; buffers aligned to 128 bytes (CL_DEVICE_MEM_BASE_ADDR_ALIGN, checked by
+ *     the host): every vector access indexes a buffer as an array of its vector type;
+ *   - any work-group size, compute-unit count and preferred vector width: one work-item per
+ *     output row (block, cell), no local memory, no barrier, no atomics, every private
+ *     variable written before it is read;
+ *   - no math-library call (tests/test_kernel_math.py): the builtins used are sqrt, floor,
+ *     min and max on scalars. A builtin is the device's own code, and a wide vector passed to
+ *     it crosses an ABI that a compiler can get wrong (PoCL on an AVX-512 CPU unknown to its
+ *     LLVM: the kernel without AVX-512, its math library with it).
+ *
  * Range: every exponent gets a constant ``shift`` (log2 units; 60 in float32, 0 in float64)
  * and the host multiplies the row by 2^-shift in float64. Terms down to 2^(-126-60) ~ 6e-58
  * survive in float32, far below the 1e-40 floor of lambda, while the largest row
@@ -43,7 +54,10 @@ typedef float8 real8;
 /* Sources accumulated in the working precision before a float64 flush. */
 #define BLOCK 512
 
-#define LOAD8(p, m) (*(__global const real8 *)((p) + (m)))
+/* Eight values from index m (a multiple of 8 at every call) of a buffer: element m / 8 of it
+ * as a real8 array, so the load is aligned whenever the buffer's start is (the host requires
+ * CL_DEVICE_MEM_BASE_ADDR_ALIGN >= 128 bytes: kernels.require_alignment). */
+#define LOAD8(p, m) (((__global const real8 *)(p))[(m) >> 3])
 #define HSUM8(v) ((double)(v).s0 + (double)(v).s1 + (double)(v).s2 + (double)(v).s3 + \
                   (double)(v).s4 + (double)(v).s5 + (double)(v).s6 + (double)(v).s7)
 

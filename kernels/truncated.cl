@@ -72,6 +72,53 @@ static real8 exp2_trunc(const real8 y)
 }
 
 /*
+ * e^x in float64 from arithmetic alone: no library call. The builtin exp is the device's own
+ * code, and a kernel that passes it a vector is right only where caller and library agree on
+ * how vectors are passed. PoCL 3.0 (LLVM 14) on an AMD EPYC with AVX-512 compiles our code for
+ * "znver3", without AVX-512, but links the AVX-512 variant of its math library: exp(double16)
+ * then returns in two 512-bit registers while our code reads four 256-bit ones (lanes 4-15
+ * garbage, no crash; seen in the code PoCL generates here with that library swapped in).
+ * hermite_box and the expansion boxes' time factors called it, which is why exactly the
+ * expansion-box tests were hundreds of nats off there. Range reduction x = n ln2 + r with ln2
+ * in two parts (n LN2_HI exact for |n| < 2^11), |r| <= ln2 / 2, Taylor series of e^r to degree
+ * 13 (omitted term < 5e-18 relative), 2^n added to the exponent: within 2 ulp of e^x for
+ * -708 <= x <= 709 (1 measured: tests/test_kernel_math.py); 0 below (e^x < 3.3e-308), +inf
+ * above, NaN stays NaN.
+ */
+#define LN2_HI 6.93147180369123816490e-01 /* 0x3fe62e42fee00000 */
+#define LN2_LO 1.90821492927058770002e-10
+static double exp_f64(const double x)
+{
+    const double xc = x < -708.0 ? -708.0 : (x > 709.0 ? 709.0 : x);
+    const double shifted = xc * 1.4426950408889634 + 6755399441055744.0; /* round(x / ln2) */
+    const double n = shifted - 6755399441055744.0;
+    const double r = (xc - n * LN2_HI) - n * LN2_LO;
+    double p = 1.0 / 6227020800.0;
+    p = p * r + 1.0 / 479001600.0;
+    p = p * r + 1.0 / 39916800.0;
+    p = p * r + 1.0 / 3628800.0;
+    p = p * r + 1.0 / 362880.0;
+    p = p * r + 1.0 / 40320.0;
+    p = p * r + 1.0 / 5040.0;
+    p = p * r + 1.0 / 720.0;
+    p = p * r + 1.0 / 120.0;
+    p = p * r + 1.0 / 24.0;
+    p = p * r + 1.0 / 6.0;
+    p = p * r + 0.5;
+    p = p * r + 1.0;
+    p = p * r + 1.0;
+    const long e = (as_long(shifted) - as_long(6755399441055744.0)) << 52;
+    const double v = as_double(as_long(p) + e);
+    return x < -708.0 ? 0.0 : (x > 709.0 ? INFINITY : (x == x ? v : x));
+}
+
+/* 2^n for an integer n in [-1022, 1023], exactly */
+static double pow2i(const int n)
+{
+    return as_double((long)(n + 1023) << 52);
+}
+
+/*
  * Per-cell exclusive prefix of the tail weights g_k (sorted order), in float64:
  *     g_k = w_k * exp((t_k - t0) / sigma_t)   (exp_mode = 1; the host guarantees no overflow)
  *     g_k = w_k                               (exp_mode = 0)
@@ -90,7 +137,7 @@ __kernel void cell_prefix(__global const double *st, __global const double *sw,
     double acc = 0.0;
     for (int k = cbeg[c]; k < cbeg[c + 1]; ++k) {
         pre[k + c] = acc;
-        acc += exp_mode ? sw[k] * exp((st[k] - t0) * inv_sigma_t) : sw[k];
+        acc += exp_mode ? sw[k] * exp_f64((st[k] - t0) * inv_sigma_t) : sw[k];
     }
     pre[cbeg[c + 1] + c] = acc;
 }
@@ -111,8 +158,8 @@ __kernel void cell_prefix16(__global const double *st, __global const double *sw
     }
     double16 acc = (double16)0.0;
     for (int k = cbeg[c]; k < cbeg[c + 1]; ++k) {
-        *(__global double16 *)(pre16 + 16 * (k + c)) = acc;
-        const double g = exp_mode ? sw[k] * exp((st[k] - t0) * inv_sigma_t) : sw[k];
+        ((__global double16 *)pre16)[k + c] = acc;
+        const double g = exp_mode ? sw[k] * exp_f64((st[k] - t0) * inv_sigma_t) : sw[k];
         union {
             double16 v;
             double a[16];
@@ -121,7 +168,7 @@ __kernel void cell_prefix16(__global const double *st, __global const double *sw
         u.a[sq[k]] += g;
         acc = u.v;
     }
-    *(__global double16 *)(pre16 + 16 * (cbeg[c + 1] + c)) = acc;
+    ((__global double16 *)pre16)[cbeg[c + 1] + c] = acc;
 }
 
 /*
@@ -177,7 +224,7 @@ __kernel void cell_moments(__global const double *st, __global const double *sw,
             break;
         }
         double px[HERM_P], py[HERM_P];
-        px[0] = sw[k] * exp((st[k] - t0) * inv_sigma_t);
+        px[0] = sw[k] * exp_f64((st[k] - t0) * inv_sigma_t);
         py[0] = 1.0;
         const double ex = enx[k - k0], ey = eny[k - k0];
         for (int n = 1; n < HERM_P; ++n) {
@@ -249,6 +296,18 @@ static dvec exp_neg_upper(const dvec v)
     const dvec p = 1.0 - z * (1.0 - z * (0.5 - z * (0.16666666666666669 - z * 0.041666666666666671)));
     const lvec n = (as_long16(shifted) - as_long16((dvec)6755399441055744.0)) + up;
     return as_double16(as_long16(p * 1.0000000001) - (n << 52));
+}
+
+/* exp_f64 lane by lane (Oclgrind 21.10 evaluates the same range reduction written on double16
+ * wrongly, as it did exp2_neg's two selects) */
+static dvec exp_f64x16(const dvec v)
+{
+    union lanes u;
+    u.v = v;
+    for (int j = 0; j < LANES; ++j) {
+        u.a[j] = exp_f64(u.a[j]);
+    }
+    return u.v;
 }
 
 static dvec sq(const dvec v)
@@ -408,7 +467,7 @@ static dvec hermite_box(const dvec u, const dvec w, __global const double *M, co
     }
     const double ratio = q / sqrt(HERM_P + 1.0);
     const double tau = ratio < 1.0 ? first / (1.0 - ratio) * (1.0 + 1e-12) : INFINITY;
-    const dvec fx = exp(-0.5 * u * u), fy = exp(-0.5 * w * w);
+    const dvec fx = exp_f64x16(-0.5 * u * u), fy = exp_f64x16(-0.5 * w * w);
     const dvec qx = (CRAMER_K * tau) * fx, qy = (CRAMER_K * tau) * fy;
     /* plus the float64 rounding of the moments' prefix sums (count terms) and of the HERM_PP
      * terms (each at most its Cramer bound) */
@@ -454,7 +513,7 @@ static void blocks_body(
     if (b >= nblocks) {
         return;
     }
-    const int16 rv = *(__global const int16 *)(brow + LANES * b);
+    const int16 rv = ((__global const int16 *)brow)[b]; /* LANES = 16 */
     union lanes ut, ux, uy, ua;
     int rows[LANES], valid[LANES];
 #define GATHER_ROW(j, n)                                                                       \
@@ -545,7 +604,7 @@ static void blocks_body(
                         dvec err;
                         const dvec val = hermite_box(sa * (xn - (cxa + r)), sa * (yn - (cya + r)),
                                                      M, sa * r, s0 - cb, &err);
-                        const dvec tf = exp(-(tn - t0) * inv_sigma_t) * exp2((double)shift);
+                        const dvec tf = exp_f64x16(-(tn - t0) * inv_sigma_t) * pow2i((int)shift);
                         ua.v += (val - g * err) * tf;
                         ut_tail.v += (2.0 * g) * err;
                     }
@@ -573,7 +632,7 @@ static void blocks_body(
                  * sub-cell by sub-cell: sum_q P_q exp(-v_q), separable exp(-v_q) = fx_a fy_b */
                 if (hmax(v) > 0.0 && pre[s + c] > 0.0) {
                     /* not the rows' own cell: four strips across the axis that separates */
-                    const double16 P = *(__global const double16 *)(pre16 + 16 * (s + c));
+                    const double16 P = ((__global const double16 *)pre16)[s + c];
                     dvec sub;
                     if (hmax(gx) > 0.0) {
                         const dvec fy = exp_neg_upper(gy * gy * vs);
@@ -595,7 +654,7 @@ static void blocks_body(
                     }
                     ut_tail.v += v < kappa ? sub : (dvec)0.0;
                 } else if (hmax(v) == 0.0 && pre[s + c] > 0.0) {
-                    const double16 P = *(__global const double16 *)(pre16 + 16 * (s + c));
+                    const double16 P = ((__global const double16 *)pre16)[s + c];
                     const dvec fy0 = exp_neg_upper(sq(gap(yn, cya, hq)) * vs);
                     const dvec fy1 = exp_neg_upper(sq(gap(yn, cya + hq, hq)) * vs);
                     const dvec fy2 = exp_neg_upper(sq(gap(yn, cya + 2.0 * hq, hq)) * vs);

@@ -116,6 +116,49 @@ def test_results_do_not_depend_on_the_work_group_size(model, precision):
             assert np.array_equal(a, b), wg
 
 
+_ROWS_CHILD = """
+import sys
+import numpy as np
+from tests.test_device_trust import P, _backend
+out = {}
+for model in (1, 2):
+    for precision in ("float32", "float64"):
+        ex = _backend("exact", model, precision, n=900)
+        tr = _backend("truncated", model, precision, n=900)
+        e, omega = tr.trigger_bounded(P.sigma_x, P.sigma_t)
+        arrays = (ex.trigger(P.sigma_x, P.sigma_t), ex.background(P.tau_t), e, omega)
+        for k, a in enumerate(arrays):
+            out[f"m{model}-{precision}-{k}"] = np.asarray(a)
+np.savez(sys.argv[1], **out)
+"""
+
+
+def test_results_do_not_depend_on_the_number_of_compute_units(tmp_path):
+    """Every kernel, both models and precisions, on PoCL with 1 and with 7 compute units
+    (POCL_MAX_PTHREAD_COUNT; this machine has 2): the same rows, bit for bit."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from tests.conftest import clean_env
+
+    root = Path(__file__).resolve().parents[1]
+    found = {}
+    for units in ("1", "7"):
+        path = tmp_path / f"cu{units}.npz"
+        subprocess.run(
+            [sys.executable, "-c", _ROWS_CHILD, str(path)],
+            cwd=root,
+            env=clean_env(POCL_MAX_PTHREAD_COUNT=units),
+            check=True,
+            timeout=600,
+        )
+        found[units] = dict(np.load(path))
+    assert len(found["1"]) == 16
+    for key, a in found["1"].items():
+        assert np.all(np.isfinite(a)) and np.array_equal(a, found["7"][key]), key
+
+
 @pytest.mark.parametrize("precision", ["float32", "float64"])
 @pytest.mark.parametrize("model", [1, 2])
 def test_no_kernel_reads_memory_it_did_not_write(model, precision, monkeypatch):

@@ -73,17 +73,18 @@ class Device:
     @classmethod
     def select(cls, spec: str | None = None, local_rank: int = 0) -> Device:
         """Choose a device (:func:`hawkes_cli.kernels.select_device`), check its float64
-        support and open a queue on it.
+        support and buffer alignment and open a queue on it.
 
         Raises
         ------
         hawkes_cli.errors.DeviceError
-            No matching device, or one without float64.
+            No matching device, or one without float64 or aligning buffers too loosely.
         """
         import pyopencl as cl
 
         info, dev = kernels.select_device(spec, local_rank)
         kernels.require_float64(info)
+        kernels.require_alignment(info)
         context = kernels.device_context(dev)
         return cls(info=info, context=context, queue=cl.CommandQueue(context))
 
