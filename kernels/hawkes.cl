@@ -58,8 +58,23 @@ typedef float8 real8;
  * as a real8 array, so the load is aligned whenever the buffer's start is (the host requires
  * CL_DEVICE_MEM_BASE_ADDR_ALIGN >= 128 bytes: kernels.require_alignment). */
 #define LOAD8(p, m) (((__global const real8 *)(p))[(m) >> 3])
-#define HSUM8(v) ((double)(v).s0 + (double)(v).s1 + (double)(v).s2 + (double)(v).s3 + \
-                  (double)(v).s4 + (double)(v).s5 + (double)(v).s6 + (double)(v).s7)
+/* The eight lanes summed in float64, lane 0 first, through a private array: the same sums as
+ * writing out (double)v.s0 + ... + (double)v.s7, which clang turns into shufflevectors with
+ * undefined mask lanes, on which Oclgrind 21.10's uninitialised-value checker crashes. */
+static double hsum8(const real8 v)
+{
+    union {
+        real8 v;
+        real a[8];
+    } u;
+    u.v = v;
+    double s = 0.0;
+    for (int j = 0; j < 8; ++j) {
+        s += (double)u.a[j];
+    }
+    return s;
+}
+#define HSUM8(v) hsum8(v)
 
 /*
  * 2^y by an exact range reduction (y = n + f, f in [-0.5, 0.5]) and a polynomial of 2^f whose

@@ -632,21 +632,21 @@ static void blocks_body(
                  * sub-cell by sub-cell: sum_q P_q exp(-v_q), separable exp(-v_q) = fx_a fy_b */
                 if (hmax(v) > 0.0 && pre[s + c] > 0.0) {
                     /* not the rows' own cell: four strips across the axis that separates */
-                    const double16 P = ((__global const double16 *)pre16)[s + c];
+                    __global const double *P = pre16 + 16 * (s + c); /* scalars: see hsum8 */
                     dvec sub;
                     if (hmax(gx) > 0.0) {
                         const dvec fy = exp_neg_upper(gy * gy * vs);
 #define STRIP(a, p0, p1, p2, p3)                                                               \
-    (exp_neg_upper(sq(gap(xn, cxa + (a) * hq, hq)) * vs) * (P.p0 + P.p1 + P.p2 + P.p3))
-                        sub = fy * (STRIP(0.0, s0, s1, s2, s3) + STRIP(1.0, s4, s5, s6, s7) +
-                                    STRIP(2.0, s8, s9, sa, sb) + STRIP(3.0, sc, sd, se, sf));
+    (exp_neg_upper(sq(gap(xn, cxa + (a) * hq, hq)) * vs) * (P[p0] + P[p1] + P[p2] + P[p3]))
+                        sub = fy * (STRIP(0.0, 0, 1, 2, 3) + STRIP(1.0, 4, 5, 6, 7) +
+                                    STRIP(2.0, 8, 9, 10, 11) + STRIP(3.0, 12, 13, 14, 15));
 #undef STRIP
                     } else {
                         const dvec fx = exp_neg_upper(gx * gx * vs);
 #define STRIP(b, p0, p1, p2, p3)                                                               \
-    (exp_neg_upper(sq(gap(yn, cya + (b) * hq, hq)) * vs) * (P.p0 + P.p1 + P.p2 + P.p3))
-                        sub = fx * (STRIP(0.0, s0, s4, s8, sc) + STRIP(1.0, s1, s5, s9, sd) +
-                                    STRIP(2.0, s2, s6, sa, se) + STRIP(3.0, s3, s7, sb, sf));
+    (exp_neg_upper(sq(gap(yn, cya + (b) * hq, hq)) * vs) * (P[p0] + P[p1] + P[p2] + P[p3]))
+                        sub = fx * (STRIP(0.0, 0, 4, 8, 12) + STRIP(1.0, 1, 5, 9, 13) +
+                                    STRIP(2.0, 2, 6, 10, 14) + STRIP(3.0, 3, 7, 11, 15));
 #undef STRIP
                     }
                     if (!exp_mode) {
@@ -654,16 +654,16 @@ static void blocks_body(
                     }
                     ut_tail.v += v < kappa ? sub : (dvec)0.0;
                 } else if (hmax(v) == 0.0 && pre[s + c] > 0.0) {
-                    const double16 P = ((__global const double16 *)pre16)[s + c];
+                    __global const double *P = pre16 + 16 * (s + c); /* scalars: see hsum8 */
                     const dvec fy0 = exp_neg_upper(sq(gap(yn, cya, hq)) * vs);
                     const dvec fy1 = exp_neg_upper(sq(gap(yn, cya + hq, hq)) * vs);
                     const dvec fy2 = exp_neg_upper(sq(gap(yn, cya + 2.0 * hq, hq)) * vs);
                     const dvec fy3 = exp_neg_upper(sq(gap(yn, cya + 3.0 * hq, hq)) * vs);
 #define SUBROW(a, p0, p1, p2, p3)                                                              \
     (exp_neg_upper(sq(gap(xn, cxa + (a) * hq, hq)) * vs) *                                    \
-     (P.p0 * fy0 + P.p1 * fy1 + P.p2 * fy2 + P.p3 * fy3))
-                    dvec sub = SUBROW(0.0, s0, s1, s2, s3) + SUBROW(1.0, s4, s5, s6, s7) +
-                               SUBROW(2.0, s8, s9, sa, sb) + SUBROW(3.0, sc, sd, se, sf);
+     (P[p0] * fy0 + P[p1] * fy1 + P[p2] * fy2 + P[p3] * fy3))
+                    dvec sub = SUBROW(0.0, 0, 1, 2, 3) + SUBROW(1.0, 4, 5, 6, 7) +
+                               SUBROW(2.0, 8, 9, 10, 11) + SUBROW(3.0, 12, 13, 14, 15);
 #undef SUBROW
                     if (!exp_mode) { /* plain weights: the sources are older than tstart */
                         sub *= exp_neg_upper((tn - tstart) * inv_sigma_t);

@@ -46,8 +46,11 @@ def _max_local(backend, names: list[str]) -> int:
     return int(min([*sizes, dev.max_work_group_size]))
 
 
-def run(device: str, engine: str, model: int, precision: str, n: int) -> dict:
-    """Evaluate the case at several work-group sizes; see the module docstring."""
+def run(
+    device: str, engine: str, model: int, precision: str, n: int, *, only_one: bool = False
+) -> dict:
+    """Evaluate the case at several work-group sizes (``only_one``: at 1 only); see the
+    module docstring."""
     opencl.HOST_BACKGROUND = 0  # float32 too: the background kernel on the device
     t, x, y, d = check_events(n)
     density = d if model == 2 else None
@@ -74,7 +77,7 @@ def run(device: str, engine: str, model: int, precision: str, n: int) -> dict:
     )
     largest = _max_local(build(None), names)
     out["largest"] = largest
-    for wg in (1, largest, None):
+    for wg in (1,) if only_one else (1, largest, None):
         be = build(wg)
         run_out: dict = {"work_group": wg}
         if engine == "exact":
@@ -106,8 +109,9 @@ def main() -> None:
     ap.add_argument("--model", type=int, choices=(1, 2), required=True)
     ap.add_argument("--precision", choices=("float32", "float64"), required=True)
     ap.add_argument("--n", type=int, default=600)
+    ap.add_argument("--only-one", action="store_true", help="work-group size 1 only")
     a = ap.parse_args()
-    print(json.dumps(run(a.device, a.engine, a.model, a.precision, a.n)))
+    print(json.dumps(run(a.device, a.engine, a.model, a.precision, a.n, only_one=a.only_one)))
 
 
 if __name__ == "__main__":
