@@ -130,6 +130,29 @@ def test_loglik_forced_pair_sum_background_and_truncation(sim):
     assert out["error_bound"] <= 0.01  # nats
 
 
+def test_loglik_nan_is_a_device_error_not_a_number(sim, monkeypatch, capsys):
+    """A NaN log-likelihood (what a broken device, e.g. a simulator picked by mistake, gave
+    with exit 0) is an error line naming the remedy and a non-zero exit."""
+    import dataclasses
+
+    from hawkes_cli.cli import run_main
+    from hawkes_cli.engine.base import Likelihood
+
+    real = Likelihood.evaluate
+
+    def nan_evaluate(self, p):
+        return dataclasses.replace(real(self, p), loglik=float("nan"))
+
+    monkeypatch.setattr(Likelihood, "evaluate", nan_evaluate)
+    argv = ["hawkes-run", "loglik", str(sim[0]), "--engine", "opencl", "--device", "cpu"]
+    monkeypatch.setattr(sys, "argv", [*argv, *PARAM_ARGS])
+    with pytest.raises(SystemExit) as stop:
+        run_main()
+    assert stop.value.code != 0
+    err = capsys.readouterr().err
+    assert err.startswith("error: the log-likelihood is NaN") and "devices --check" in err
+
+
 def test_loglik_csv_with_area_and_window(sim, csv_file):
     path, _, n = sim
     data = load_events(path)

@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from ..errors import HawkesError, UsageError
+from ..errors import DeviceError, HawkesError, UsageError
 from ..vocab import tolerance_problem
 from . import cluster_cmds
 from .options import (
@@ -117,6 +117,13 @@ def loglik_cmd(
     ev = lik.evaluate(p)
     seconds = time.perf_counter() - t0
     value = ev.loglik
+    if math.isnan(value):  # never an answer: the device's sums are wrong (every rank raises)
+        raise DeviceError(
+            f"the log-likelihood is NaN (engine {engine_name}"
+            + (f", device {device!r}" if device else "")
+            + "): a device that computes NaN cannot be trusted; run `hawkes-run devices "
+            "--check`, choose another device with --device, or compare with --engine reference"
+        )
     path = getattr(lik.backend, "path", "")
     if comm.rank != 0:
         return
