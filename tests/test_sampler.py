@@ -24,6 +24,7 @@ from hawkes_cli.sampler import (
     UnivariateSampler,
     make_sampler,
 )
+from hawkes_cli.sampler.moves import mh_accept
 from hawkes_cli.vocab import SAMPLER_KINDS
 
 MU = np.array([-1.0, 0.5, 2.0, 0.0, 3.0])
@@ -540,8 +541,10 @@ def test_tiered_chain_recovers_correlated_banana(move: str) -> None:
         {"n_cheap": 0, "jump_prob": 0.0, "expensive_move": "joint"},
         {"n_cheap": 3, "jump_prob": 0.0},
         {"n_cheap": 0, "jump_prob": 1.0, "jump_vectors": [(1.5, 2.0, -0.5, 0.0, 0.0)]},
+        {"n_cheap": 0, "jump_prob": 0.0, "n_expensive": 3},
+        {"n_cheap": 2, "jump_prob": 0.5, "n_expensive": 2},
     ],
-    ids=["coupled", "conditional", "joint", "cheap", "jump"],
+    ids=["coupled", "conditional", "joint", "cheap", "jump", "expensive-3", "all-expensive-2"],
 )
 def test_tiered_moves_keep_exact_draws_exact(options: dict) -> None:
     """Start 10,000 independent chains at exact draws of the banana, take 4 frozen steps.
@@ -664,6 +667,74 @@ def test_tiered_changes_expensive_coordinates_once_per_step() -> None:
     assert 200 < n_jumps < 400
 
 
+@pytest.mark.parametrize("n_expensive", [2, 3])
+def test_tiered_spends_n_expensive_trigger_passes_per_step(n_expensive: int) -> None:
+    """``n_expensive`` moves of the expensive block: the step's first ``n_expensive`` calls and
+    only those need a trigger pass, with an E cache of ``n_expensive + 1`` entries (what the
+    runner sets) holding the pinned state and every proposal of the step."""
+    sampler = TieredSampler(5, n_expensive=n_expensive, jump_prob=0.5)
+    rng = np.random.default_rng(53)
+    state = sampler.init(np.zeros(5), log_banana(np.zeros(5)))
+    calls: list[tuple[float, ...]] = []
+
+    def counted(x: np.ndarray) -> float:
+        calls.append(tuple(x.tolist()))
+        return log_banana(x)
+
+    moved = 0
+    for it in range(300):
+        calls.clear()
+        cache = [state.theta[3:]]  # pinned, then LRU of size n_expensive + 1
+        passes = []
+        before = state
+        state, info = sampler.step(state, counted, rng, adapt=it < 150)
+        for k, x in enumerate(calls):
+            if x[3:] not in cache:
+                passes.append(k)
+                cache.append(x[3:])
+                assert len(cache) <= n_expensive + 1
+        assert passes == list(range(n_expensive)), (it, passes)
+        assert len(calls) == info.n_proposals == n_expensive + 10 + info.jump_proposed
+        assert 0 <= info.expensive_accepted <= n_expensive
+        assert info.accepted == (info.expensive_accepted > 0)
+        assert info.n_accepted == (
+            info.expensive_accepted + info.cheap_accepted + info.jump_accepted
+        )
+        moved += info.expensive_accepted
+        assert state.proposals[0] == before.proposals[0] + n_expensive
+        assert state.accepts[0] == before.accepts[0] + info.expensive_accepted
+    assert moved > 0.2 * 300 * n_expensive  # the moves are not all rejected
+
+
+def test_tiered_one_expensive_move_draws_as_before() -> None:
+    """``n_expensive=1`` (the default) draws the same random numbers in the same order as the
+    sampler before the option existed: a resumed old chain continues bit for bit. The old
+    step is written out here from its docstring: normals (expensive, cheap, jump noise), then
+    uniforms (expensive accept, cheap accepts, jump)."""
+    sampler = TieredSampler(5, n_cheap=3, jump_prob=0.0)
+    assert sampler.n_normals == 2 + 3 * 3 + 3 and sampler.n_uniforms == 1 + 3 + 5
+    state = sampler.init(np.zeros(5), log_banana(np.zeros(5)), cov=TCOV)
+    rng, replay = np.random.default_rng(57), np.random.default_rng(57)
+    for _ in range(20):
+        new, _ = sampler.step(state, log_banana, rng, adapt=False)
+        z = replay.standard_normal(sampler.n_normals)
+        u = replay.random(sampler.n_uniforms)
+        parts = sampler._proposal_parts(state)
+        f_e, f_c = state.scales
+        theta = np.array(state.theta)
+        prop = theta + f_e * (parts.expensive @ z[:2])
+        lt = state.log_target
+        if mh_accept(log_banana(prop), lt, float(u[0])):
+            theta, lt = prop, log_banana(prop)
+        inc = f_c * (z[2:11].reshape(3, 3) @ parts.cheap.T)
+        for i in range(3):
+            prop = theta + inc[i]
+            if mh_accept(log_banana(prop), lt, float(u[1 + i])):
+                theta, lt = prop, log_banana(prop)
+        assert new.theta == tuple(theta.tolist()) and new.log_target == lt
+        state = new
+
+
 def test_tiered_step_info_is_consistent() -> None:
     """Counts in StepInfo add up with the state's totals; target_call names the new state."""
     sampler = TieredSampler(5, n_cheap=4, jump_prob=0.3)
@@ -736,6 +807,8 @@ def test_tiered_settings_are_checked() -> None:
         TieredSampler(5, jump_index=3)
     with pytest.raises(ValueError, match="expensive_move"):
         TieredSampler(5, expensive_move="gibbs")
+    with pytest.raises(ValueError, match="n_expensive"):
+        TieredSampler(5, n_expensive=0)
     with pytest.raises(ValueError, match="jump vector"):
         TieredSampler(5, jump_vectors=[(1.0, 2.0)])
     with pytest.raises(ValueError, match="jump_range"):

@@ -8,7 +8,7 @@ else has a default. An example::
     priors:   {sigma_x: {lognormal: [0, 1]}}         # others: N(0, 1) on the log scale
     sampler:  {kind: tiered, iterations: 20000, warmup: 1000, thin: 1, seed: 1,
                resample_every: 0, target_accept: null, initial: auto, initial_scale: 0.1,
-               n_cheap: 10, jump_prob: 0.2, start_subsample: 20000}
+               n_cheap: 10, n_expensive: 1, jump_prob: 0.2, start_subsample: 20000}
     chains:   {count: 30, gpus_per_chain: 4, chains_per_node: 2, gpus_per_node: 8}
     engine:   {backend: opencl, precision: float32, device: null, tolerance: 0.05,
                background: auto}

@@ -36,6 +36,7 @@ from .spec import choice, integer, number, own_reader, path, spec_of, string
 MAX_SEED = 2**63 - 1  # seeds are stored as HDF5 int64 attributes
 MAX_DEFAULT_WARMUP = 1000
 MAX_N_CHEAP = 1000  # proposals per iteration are stored as int16 in the chain file
+MAX_N_EXPENSIVE = 100  # each is a trigger pass
 #: Largest iteration count (and thin, commit and resample interval): far beyond any run, well
 #: inside the int64 of the chain file's attributes and iteration column.
 MAX_ITERATIONS = 10**12
@@ -130,6 +131,9 @@ class SamplerConfig:
     n_cheap
         ``tiered`` only: cheap-block moves (``mu0``, ``tau_t``, ``xi0``; no trigger pass) per
         iteration, in ``[0, 1000]``.
+    n_expensive
+        ``tiered`` only: moves of ``sigma_x`` and ``sigma_t`` per iteration, one trigger pass
+        each, in ``[1, MAX_N_EXPENSIVE]``; several share one location redraw's cost.
     jump_prob
         ``tiered`` only: probability of the mode-jumping move in an iteration, in [0, 1].
     start_subsample
@@ -150,6 +154,7 @@ class SamplerConfig:
     )
     initial_scale: float = field(default=0.1, metadata=number(gt=0))
     n_cheap: int = field(default=10, metadata=integer(minimum=0, maximum=MAX_N_CHEAP))
+    n_expensive: int = field(default=1, metadata=integer(minimum=1, maximum=MAX_N_EXPENSIVE))
     jump_prob: float = field(default=0.2, metadata=number(ge=0, le=1))
     start_subsample: int = field(
         default=20000, metadata=integer(minimum=100, maximum=MAX_ITERATIONS)

@@ -285,6 +285,10 @@ class Likelihood:
         self.background_cache_size = _B_CACHE_SIZE
         """B arrays kept, the pinned one included (>= 2; each is this rank's rows in float64).
         """
+        self.trigger_cache_size = _CACHE_SIZE
+        """E arrays kept, the pinned one included (>= 2): a sampler making several trigger
+        proposals per iteration (``tiered`` with ``n_expensive > 1``) raises it so that the
+        state an accepted one moved to survives the next."""
         self.adapt_cutoff = True
         self.bound_exceedances = 0
         self.worst_bound = 0.0
@@ -345,7 +349,9 @@ class Likelihood:
                 return np.vstack([np.asarray(e, np.float64), np.asarray(omega, np.float64)])
             return np.asarray(self.backend.trigger(sigma_x, sigma_t), dtype=np.float64)
 
-        value = self._cached(self._e_cache, (sigma_x, sigma_t), run)
+        value = self._cached(
+            self._e_cache, (sigma_x, sigma_t), run, max(self.trigger_cache_size, 2)
+        )
         return (value[0], value[1]) if bounded is not None else (value, None)
 
     def set_locations(self, x: np.ndarray, y: np.ndarray) -> None:

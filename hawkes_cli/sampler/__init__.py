@@ -24,9 +24,10 @@ Three kernels (DESIGN section 5):
 ``tiered``
     Built for the likelihood's lopsided cost (DESIGN section 5): the coordinates split into a
     *cheap* block (``mu0``, ``tau_t``, ``xi0``: no trigger pass) and an *expensive* block
-    (``sigma_x``, ``sigma_t``). One step is one iteration: a single joint move of the expensive
-    block (the only ``log_density`` call that changes the expensive coordinates: one trigger
-    pass), then ``n_cheap`` adaptive-Metropolis moves of the cheap block, then with probability
+    (``sigma_x``, ``sigma_t``). One step is one iteration: ``n_expensive`` (default 1) joint
+    moves of the expensive block (the only ``log_density`` calls that change the expensive
+    coordinates: one trigger pass each), then ``n_cheap`` adaptive-Metropolis moves of the
+    cheap block, then with probability
     ``jump_prob`` a mode-jumping move of the cheap block. See :class:`TieredSampler`.
 
 Reproducibility: all randomness comes from the ``rng`` argument, in a fixed order per step

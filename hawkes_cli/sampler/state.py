@@ -43,7 +43,8 @@ class SamplerState:
         One of :data:`SAMPLER_KINDS`; the sampler that made this state.
     n_steps, n_accepted
         Steps taken and accepted so far (adapting and frozen together). ``tiered``: a step is
-        an iteration and ``n_accepted`` counts accepted expensive moves.
+        an iteration and ``n_accepted`` counts the steps in which an expensive move was
+        accepted (``accepts[0]`` counts the moves).
     n_adapt
         Steps taken with ``adapt=True``.
     proposals, accepts
@@ -247,7 +248,7 @@ class StepInfo:
     Parameters
     ----------
     accepted
-        Whether the proposal was accepted; ``tiered``: whether the expensive move was.
+        Whether the proposal was accepted; ``tiered``: whether an expensive move was.
     coordinate
         ``univariate``: the coordinate proposed; ``block``: ``-1``; ``tiered``: ``-2``.
     proposal_scale
@@ -255,13 +256,16 @@ class StepInfo:
         ``tiered``: the expensive block's global factor used.
     n_proposals
         ``log_density`` calls made in this step (``1`` except for ``tiered``:
-        ``1 + n_cheap + jump_proposed``).
+        ``n_expensive + n_cheap + jump_proposed``).
     n_accepted
         Proposals accepted in this step; ``None`` at construction means ``int(accepted)``.
     cheap_proposed, cheap_accepted
         ``tiered``: cheap-block moves proposed and accepted in this step (the jump excluded).
     jump_proposed, jump_accepted
         ``tiered``: whether a mode-jumping move was proposed / accepted in this step.
+    expensive_accepted
+        ``tiered``: expensive moves accepted in this step; ``None`` at construction means
+        ``int(accepted)``.
     target_call
         Index, among this step's ``log_density`` calls (0-based, in call order), of the call
         whose value is the new state's ``log_target``; ``-1`` when the state did not move.
@@ -280,10 +284,13 @@ class StepInfo:
     jump_proposed: bool = False
     jump_accepted: bool = False
     target_call: int | None = None
+    expensive_accepted: int | None = None
 
     def __post_init__(self) -> None:
         if self.n_accepted is None:
             object.__setattr__(self, "n_accepted", int(self.accepted))
+        if self.expensive_accepted is None:
+            object.__setattr__(self, "expensive_accepted", int(self.accepted))
         if self.target_call is None:
             object.__setattr__(self, "target_call", 0 if self.accepted else -1)
 

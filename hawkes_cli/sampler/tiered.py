@@ -1,4 +1,4 @@
-"""``tiered``: one trigger pass per iteration, many cheap moves, a mode-jumping move."""
+"""``tiered``: few trigger passes per iteration, many cheap moves, a mode-jumping move."""
 
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ class _TieredParts(NamedTuple):
 
 
 class TieredSampler:
-    """One trigger pass per iteration, many cheap moves, and a mode-jumping move.
+    """``n_expensive`` trigger passes per iteration, many cheap moves, and a mode-jumping move.
 
     The coordinates split into the ``cheap`` block ``c`` (default ``(0, 1, 2)`` = ``mu0``,
     ``tau_t``, ``xi0``) and the expensive block ``e`` (the rest: ``sigma_x``, ``sigma_t``). Let
@@ -57,8 +57,10 @@ class TieredSampler:
     its blocks, ``B = S_ce S_ee^-1`` and ``S_c|e = S_cc - B S_ec``. One :meth:`step` makes, in
     this order:
 
-    1. **Expensive move** (one ``log_density`` call, the only one of the step whose expensive
-       coordinates differ from the current state's). ``expensive_move`` chooses the increment:
+    1. **Expensive moves** (``n_expensive`` of them, one ``log_density`` call each, the only
+       calls of the step whose expensive coordinates differ from the current state's; each
+       starts from where the one before left the chain). ``expensive_move`` chooses the
+       increment:
 
        ``"coupled"`` (default)
            ``delta_e = f_e L_e z`` with ``L_e L_e^T = (2.38^2 / |e|) S_ee`` and the cheap block
@@ -90,7 +92,10 @@ class TieredSampler:
        symmetric, so the increment law is symmetric and the plain ratio is exact again.
 
     Each move leaves the target invariant, hence so does their composition (and the random
-    choice of doing the jump, drawn independently of the state). Everything the proposals
+    choice of doing the jump, drawn independently of the state). Several expensive moves per
+    step are such a composition: with the event locations redrawn once per iteration (the
+    cut posterior), they buy the slow expensive block more mixing per redraw, whose cost (the
+    draw, the grid index, the current state's trigger pass) they share. Everything the proposals
     depend on (``S``, ``f_e``, ``f_c``) changes only while ``adapt=True``.
 
     Adaptation (warm-up only). ``S`` is the blend ``(n0 S0 + M2) / (n0 + w - 1)`` of a prior
@@ -100,9 +105,9 @@ class TieredSampler:
     (2^k - 1)`` adapting steps, ``S0`` becomes the blend and the window restarts, so the early
     transient is forgotten. ``S0`` starts as the ``cov`` given to :meth:`init` (e.g. the
     inverse Hessian at the mode) or ``diag(initial_scale^2)``. The factors follow
-    Robbins-Monro, ``log f += (n_adapt + 1)^-0.6 (alpha - target)``, with ``alpha`` the MH
-    acceptance probability of the expensive move (``f_e``) or the mean over the step's cheap
-    moves (``f_c``).
+    Robbins-Monro, ``log f += (n_adapt + 1)^-0.6 (alpha - target)``, with ``alpha`` the mean MH
+    acceptance probability over the step's expensive moves (``f_e``) or its cheap moves
+    (``f_c``).
 
     Parameters
     ----------
@@ -112,6 +117,8 @@ class TieredSampler:
         Indices of the cheap block; the others form the expensive block (both non-empty).
     n_cheap
         Cheap-block moves per step (>= 0).
+    n_expensive
+        Expensive moves per step (>= 1), each one trigger pass.
     target_accept
         Acceptance rate ``f_e`` is steered to; ``None``: 0.35 for a 2-coordinate block (0.44
         for 1, 0.3 for 3, 0.234 for many; of ``d`` for ``"joint"``).
@@ -150,6 +157,7 @@ class TieredSampler:
         *,
         cheap: Sequence[int] = (0, 1, 2),
         n_cheap: int = 10,
+        n_expensive: int = 1,
         target_accept: float | None = None,
         cheap_target_accept: float | None = None,
         initial_scale: float = 0.1,
@@ -197,6 +205,8 @@ class TieredSampler:
         check_common(d, self.cheap_target_accept, initial_scale)
         if int(n_cheap) != n_cheap or n_cheap < 0:
             raise ValueError(f"n_cheap must be an integer >= 0, got {n_cheap!r}")
+        if int(n_expensive) != n_expensive or n_expensive < 1:
+            raise ValueError(f"n_expensive must be an integer >= 1, got {n_expensive!r}")
         if not 0.0 <= jump_prob <= 1.0:
             raise ValueError(f"jump_prob must be in [0, 1], got {jump_prob!r}")
         if jump_index is not None and int(jump_index) not in self.cheap:
@@ -219,6 +229,7 @@ class TieredSampler:
         if not (math.isfinite(eps) and eps > 0):
             raise ValueError(f"eps must be finite and > 0, got {eps!r}")
         self.n_cheap = int(n_cheap)
+        self.n_expensive = int(n_expensive)
         self.initial_scale = float(initial_scale)
         self.jump_prob = float(jump_prob)
         self.jump_index = None if jump_index is None else int(jump_index)
@@ -231,9 +242,9 @@ class TieredSampler:
         self._n_jump_kinds = len(self.jump_vectors) + int(self._regression_jump)
         self._k_expensive = n_moved
         c = len(self.cheap)
-        self.n_normals = n_moved + self.n_cheap * c + c
+        self.n_normals = n_moved * self.n_expensive + self.n_cheap * c + c
         """Standard normals drawn per step (fixed by the settings)."""
-        self.n_uniforms = 1 + self.n_cheap + 5
+        self.n_uniforms = self.n_expensive + self.n_cheap + 5
         """Uniforms drawn per step (fixed by the settings)."""
         self._c = np.array(self.cheap)
         self._e = np.array(self.expensive)
@@ -246,6 +257,7 @@ class TieredSampler:
     def __repr__(self) -> str:
         return (
             f"TieredSampler(dim={self.dim}, cheap={self.cheap}, n_cheap={self.n_cheap}, "
+            f"n_expensive={self.n_expensive}, "
             f"target_accept={self.target_accept}, "
             f"cheap_target_accept={self.cheap_target_accept}, "
             f"initial_scale={self.initial_scale}, expensive_move={self.expensive_move!r}, "
@@ -362,13 +374,15 @@ class TieredSampler:
         *,
         adapt: bool,
     ) -> tuple[SamplerState, StepInfo]:
-        """One iteration: expensive move, ``n_cheap`` cheap moves, maybe a mode jump.
+        """One iteration: ``n_expensive`` expensive moves, ``n_cheap`` cheap moves, maybe a
+        mode jump.
 
-        ``log_density`` is called ``1 + n_cheap`` times, plus once more when a jump is
-        proposed; only the first call changes the expensive coordinates. Draws from ``rng``,
-        in order: :attr:`n_normals` standard normals (expensive move, cheap moves, jump
-        noise), then :attr:`n_uniforms` uniforms (expensive accept, cheap accepts, jump: do,
-        sign, kind, size, accept), all of them every step.
+        ``log_density`` is called ``n_expensive + n_cheap`` times, plus once more when a jump is
+        proposed; only the first ``n_expensive`` calls change the expensive coordinates. Draws
+        from ``rng``, in order: :attr:`n_normals` standard normals (expensive moves, cheap
+        moves, jump noise), then :attr:`n_uniforms` uniforms (expensive accepts, cheap
+        accepts, jump: do, sign, kind, size, accept), all of them every step. With
+        ``n_expensive=1`` this is the layout of the sampler before the option existed.
         """
         check_state(state, self.kind, self.dim)
         normals = rng.standard_normal(self.n_normals)
@@ -388,17 +402,23 @@ class TieredSampler:
                 return 0.0
             return math.exp(min(log_new - log_old, 0.0))
 
-        # 1. expensive move
-        proposal = theta + f_e * (parts.expensive @ normals[:k])
-        log_new = float(log_density(proposal.copy()))
-        calls += 1
-        alpha_e = alpha(log_new, log_target)
-        accepted = mh_accept(log_new, log_target, float(uniforms[0]))
-        if accepted:
-            theta, log_target, target_call = proposal, log_new, calls - 1
+        # 1. expensive moves
+        n_e = self.n_expensive
+        z_e = normals[: k * n_e].reshape(n_e, k)
+        expensive_accepted = 0
+        alpha_e = 0.0
+        for i in range(n_e):
+            proposal = theta + f_e * (parts.expensive @ z_e[i])
+            log_new = float(log_density(proposal.copy()))
+            calls += 1
+            alpha_e += alpha(log_new, log_target) / n_e
+            if mh_accept(log_new, log_target, float(uniforms[i])):
+                theta, log_target, target_call = proposal, log_new, calls - 1
+                expensive_accepted += 1
+        accepted = expensive_accepted > 0
 
         # 2. cheap moves (increments are exactly 0 on the expensive coordinates)
-        z_c = normals[k : k + self.n_cheap * n_c].reshape(self.n_cheap, n_c)
+        z_c = normals[k * n_e : k * n_e + self.n_cheap * n_c].reshape(self.n_cheap, n_c)
         increments = f_c * (z_c @ parts.cheap.T)
         cheap_accepted = 0
         alpha_c = 0.0
@@ -407,12 +427,12 @@ class TieredSampler:
             log_new = float(log_density(proposal.copy()))
             calls += 1
             alpha_c += alpha(log_new, log_target)
-            if mh_accept(log_new, log_target, float(uniforms[1 + i])):
+            if mh_accept(log_new, log_target, float(uniforms[n_e + i])):
                 theta, log_target, target_call = proposal, log_new, calls - 1
                 cheap_accepted += 1
 
         # 3. mode jump
-        u_do, u_sign, u_kind, u_size, u_acc = (float(u) for u in uniforms[1 + self.n_cheap :])
+        u_do, u_sign, u_kind, u_size, u_acc = (float(u) for u in uniforms[n_e + self.n_cheap :])
         jump_proposed = self._n_jump_kinds > 0 and u_do < self.jump_prob
         jump_accepted = False
         if jump_proposed:
@@ -423,7 +443,7 @@ class TieredSampler:
                 lo, hi = self.jump_range  # type: ignore[misc]
                 shift = (lo + (hi - lo) * u_size) * parts.jump_dir
             sign = 1.0 if u_sign < 0.5 else -1.0
-            noise = f_c * (parts.cheap @ normals[k + self.n_cheap * n_c :])
+            noise = f_c * (parts.cheap @ normals[k * n_e + self.n_cheap * n_c :])
             proposal = theta + (sign * shift + noise)
             log_new = float(log_density(proposal.copy()))
             calls += 1
@@ -484,12 +504,12 @@ class TieredSampler:
             n_accepted=state.n_accepted + accepted,
             n_adapt=n_adapt,
             proposals=(
-                state.proposals[0] + 1,
+                state.proposals[0] + n_e,
                 state.proposals[1] + self.n_cheap,
                 state.proposals[2] + jump_p,
             ),
             accepts=(
-                state.accepts[0] + accepted,
+                state.accepts[0] + expensive_accepted,
                 state.accepts[1] + cheap_accepted,
                 state.accepts[2] + jump_accepted,
             ),
@@ -503,7 +523,8 @@ class TieredSampler:
             coordinate=-2,
             proposal_scale=f_e,
             n_proposals=calls,
-            n_accepted=int(accepted) + cheap_accepted + int(jump_accepted),
+            n_accepted=expensive_accepted + cheap_accepted + int(jump_accepted),
+            expensive_accepted=expensive_accepted,
             cheap_proposed=self.n_cheap,
             cheap_accepted=cheap_accepted,
             jump_proposed=jump_proposed,

@@ -1,0 +1,535 @@
+"""The mission end to end: the synthetic HHS file -> ``hawkes-prep hhs`` -> ``hawkes-run local``
+(4 chains, a shipped covid config) -> ``hawkes-diagnose`` (table, Table 2 counties) -> ``--gof``
+(maps), each stage timed as a user runs it, with the time at which the posterior converged.
+
+Stages (``--stages``, in this order; each reads what the earlier ones left in ``--work``, so a
+long run can be driven in pieces and a stage re-run alone):
+
+``hhs``
+    benchmarks/bench_prep.py's synthetic facility file (real HHS schema, ~1.05M rows), once.
+``prep``
+    ``hawkes-prep hhs hhs.csv --n N --seed 1``: wall time, peak memory.
+``local``
+    ``hawkes-run local`` on ``configs/covid-model{1,2}.yaml`` with only these changes: the
+    events file, 4 chains of one rank each (this machine's one OpenCL device),
+    ``--iterations``/``--warmup``, the run directory and ``commit_every``. Every ``--poll``
+    seconds the committed post-warm-up draws are read; R-hat and bulk/tail ESS of all five
+    parameters are logged to ``poll.jsonl``; the first time R-hat <= 1.01 and both ESS >= 400
+    hold for all five, the wall time since launch (fast start included) is the convergence
+    time. The run then goes on for ``--after`` seconds (to show it stays converged), or stops at
+    ``--cap`` (SIGTERM: the chains commit and exit; ``local`` resumes them). While warm-up is
+    over, ``py-spy`` (when installed) samples chain 0 for ``--profile`` seconds: the split of an
+    iteration's wall time by where it goes (trigger kernel, index build, location redraw,
+    background pass, host Python, commits).
+``diagnose``
+    ``hawkes-diagnose RUN --json --county ...`` (Table 1: medians and 95% intervals; Table 2:
+    effective lengthscales in miles for the paper's counties) and the plain table.
+``gof``
+    ``hawkes-diagnose RUN --gof DIR`` (branching, time rescaling, county residuals, maps).
+``report``
+    JSON and a text summary into ``--out`` (default benchmarks/results/mission-m{model}-{N}).
+
+    python benchmarks/bench_mission.py --n 200000 --model 1             # everything
+    python benchmarks/bench_mission.py --n 1000000 --model 1 --work /scratch/m1 --cap 7200
+    python benchmarks/bench_mission.py --n 1000000 --stages diagnose gof report --work /scratch/m1
+
+Peak memory is the largest resident set of one process of a stage (GNU time's ``%M``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_converge import ESS_MIN, RHAT_MAX, converged, convergence
+
+from hawkes_cli.errors import StorageError
+from hawkes_cli.rundir import RunDir
+from hawkes_cli.storage import read_chain
+from hawkes_cli.vocab import PARAM_NAMES
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+CHAINS = 4
+STAGES = ("hhs", "prep", "local", "diagnose", "gof", "report")
+#: Table 2 of the paper: Manhattan, Hancock County (Maine), Los Angeles.
+COUNTIES = ("36061", "23009", "06037")
+#: Where an iteration's seconds go, by the innermost frame of ours (first match wins): the
+#: categories of the issue, matched against py-spy's collapsed stacks.
+SPLIT = (
+    ("commit", ("storage.py", "atomic.py", "_Loop.commit", "commit (hawkes_cli/runner.py")),
+    ("location redraw", ("resample.py", "geo.py", "counties.py")),
+    ("index build", ("grid.py", "_build_index", "_upload_index", "_row_blocks", "_blocks ")),
+    ("background pass", ("background",)),
+    ("trigger kernel", ("truncated.py", "opencl.py", "points.py", "device.py")),
+)
+
+
+# ----------------------------------------------------------------------------------- helpers
+def timed(cmd: list[str], log_path: Path, **popen) -> dict:
+    """Run ``cmd`` under GNU time; wall seconds, peak RSS (GiB) and exit code."""
+    time_file = log_path.with_suffix(".time")
+    full = ["/usr/bin/time", "-f", "%e %M", "-o", str(time_file), *cmd]
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(full, stdout=log, stderr=subprocess.STDOUT, **popen)
+        rc = proc.wait()
+    return {"cmd": " ".join(cmd), "rc": rc} | read_time(time_file)
+
+
+def read_time(path: Path) -> dict:
+    try:
+        wall, rss_kb = path.read_text().split()[-2:]
+        return {"wall_s": float(wall), "peak_gib": int(rss_kb) / 2**20}
+    except (OSError, ValueError):
+        return {}
+
+
+def load_stages(work: Path) -> dict:
+    path = work / "stages.json"
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def save_stage(work: Path, name: str, result: dict) -> None:
+    stages = load_stages(work)
+    stages[name] = result
+    tmp = work / "stages.json.tmp"
+    tmp.write_text(json.dumps(stages, indent=1))
+    os.replace(tmp, work / "stages.json")
+    print(f"[{name}] {json.dumps({k: v for k, v in result.items() if k != 'cmd'})[:300]}")
+
+
+def hawkes(tool: str) -> str:
+    return str(Path(sys.executable).parent / tool)
+
+
+def post_warmup(rd: RunDir) -> tuple[list[dict[str, np.ndarray]] | None, int]:
+    """Every chain's committed post-warm-up draws (None until all have some) and all draws."""
+    out, total = [], 0
+    for k in range(CHAINS):
+        try:
+            d = read_chain(rd.chain_path(k)).draws
+        except (StorageError, FileNotFoundError, OSError):
+            continue
+        total += int(d["mu0"].size)
+        keep = d["warmup"] == 0
+        if keep.any():
+            out.append({name: np.asarray(v)[keep] for name, v in d.items()})
+    return (out if len(out) == CHAINS else None), total
+
+
+# ------------------------------------------------------------------------------------ stages
+def stage_hhs(args) -> dict:
+    path = args.work / "hhs.csv"
+    if path.exists():
+        return {"path": str(path), "reused": True}
+    from bench_prep import write_synthetic
+
+    t0 = time.monotonic()
+    info = write_synthetic(path)
+    return {"path": str(path), "wall_s": time.monotonic() - t0, "rows": info}
+
+
+def stage_prep(args) -> dict:
+    out = args.work / f"cases-{args.n}.h5"
+    out.unlink(missing_ok=True)
+    cmd = [
+        hawkes("hawkes-prep"),
+        "hhs",
+        str(args.work / "hhs.csv"),
+        "--out",
+        str(out),
+        "--n",
+        str(args.n),
+        "--seed",
+        "1",
+    ]
+    result = timed(cmd, args.work / "prep.log")
+    if result["rc"]:
+        raise SystemExit(f"prep failed: see {args.work / 'prep.log'}")
+    return result | {"events": str(out)}
+
+
+def mission_config(args) -> Path:
+    """The shipped covid config with only the changes a one-machine run needs."""
+    cfg = yaml.safe_load((ROOT / "configs" / f"covid-model{args.model}.yaml").read_text())
+    cfg["data"]["events"] = str(args.work / f"cases-{args.n}.h5")
+    cfg["sampler"].update(iterations=args.iterations, warmup=args.warmup)
+    cfg["chains"].update(count=CHAINS, gpus_per_chain=1, chains_per_node=CHAINS)
+    cfg["output"].update(run_dir=str(run_dir(args)), commit_every=args.commit_every)
+    for item in args.set:
+        key, _, value = item.partition("=")
+        section, _, name = key.partition(".")
+        cfg[section][name] = yaml.safe_load(value)
+    path = args.work / f"mission-m{args.model}.yaml"
+    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    return path
+
+
+def run_dir(args) -> Path:
+    return args.work / f"run-m{args.model}"
+
+
+def chain_pid(run: Path, chain: int) -> int | None:
+    """PID of chain ``chain``'s process of run directory ``run`` (``hawkes-run local`` starts
+    ``python -m hawkes_cli run -v chain RUN/config.yaml --chain K``)."""
+    out = subprocess.run(["ps", "-eo", "pid=,args="], capture_output=True, text=True).stdout
+    for line in out.splitlines():
+        if f"{run}/config.yaml --chain {chain}" in line and "hawkes_cli" in line:
+            return int(line.split()[0])
+    return None
+
+
+def stop_local(proc: subprocess.Popen) -> None:
+    """SIGTERM to ``hawkes-run local`` (under GNU time): it passes it on to the chains, which
+    commit and exit; GNU time stays to write the peak memory."""
+    out = subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True, text=True).stdout
+    for pid in out.split():
+        os.kill(int(pid), signal.SIGTERM)
+
+
+def start_profile(args, pid: int) -> subprocess.Popen | None:
+    spy = shutil.which("py-spy") or hawkes("py-spy")
+    if not Path(spy).exists():
+        print("[local] py-spy not installed: no per-iteration split")
+        return None
+    out = args.work / "profile.txt"
+    cmd = [
+        spy,
+        "record",
+        "--pid",
+        str(pid),
+        "--duration",
+        str(args.profile),
+        "--rate",
+        "20",
+        "--format",
+        "raw",
+        "--output",
+        str(out),
+        "--nonblocking",
+    ]
+    print(f"[local] profiling chain pid {pid} for {args.profile} s")
+    return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def stage_local(args) -> dict:
+    config = mission_config(args)
+    rd = RunDir(run_dir(args))
+    cmd = [hawkes("hawkes-run"), "local", str(config)]
+    if args.fresh:
+        cmd.append("--overwrite")
+    time_file = args.work / "local.time"
+    poll_log = args.work / "poll.jsonl"
+    if args.fresh:
+        poll_log.unlink(missing_ok=True)
+    t0 = time.monotonic()
+    launched = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    with open(args.work / "local.log", "w") as log:
+        proc = subprocess.Popen(
+            ["/usr/bin/time", "-f", "%e %M", "-o", str(time_file), *cmd],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    first = None
+    spy = None
+    while proc.poll() is None:
+        time.sleep(args.poll)
+        elapsed = time.monotonic() - t0
+        chains, total = post_warmup(rd)
+        stats = convergence(chains) if chains else None
+        n = stats["_draws_per_chain"]["n"] if stats else 0
+        row = {
+            "t": round(elapsed, 1),
+            "draws_total": total,
+            "post_warmup_per_chain": n,
+            "load": os.getloadavg()[0],
+        }
+        if stats:
+            row["stats"] = {p: stats[p] for p in PARAM_NAMES}
+        with open(poll_log, "a") as f:
+            f.write(json.dumps(row) + "\n")
+        if spy is None and args.profile and n >= 5:
+            pid = chain_pid(run_dir(args), 0)
+            spy = (start_profile(args, pid) if pid else None) or False
+        if first is None and converged(stats):
+            first = {"seconds": elapsed, "draws_per_chain": n, "draws_total": total}
+            print(f"[local] converged after {elapsed:.0f} s ({n} post-warm-up draws/chain)")
+        worst = (
+            (
+                max(stats[p]["rhat"] for p in PARAM_NAMES),
+                min(min(stats[p]["ess_bulk"], stats[p]["ess_tail"]) for p in PARAM_NAMES),
+            )
+            if stats
+            else None
+        )
+        print(
+            f"[local] {elapsed:7.0f} s  draws {total:6d}  post-warm-up/chain {n:5d}  "
+            f"max R-hat / min ESS {worst}",
+            flush=True,
+        )
+        if (first and elapsed - first["seconds"] >= args.after) or elapsed >= args.cap:
+            stop_local(proc)
+            break
+    try:
+        proc.wait(timeout=300)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    if spy:
+        spy.wait(timeout=60)
+    return {
+        "cmd": " ".join(cmd),
+        "config": str(config),
+        "launched": launched,
+        "converged": first,
+        "stopped_at_s": time.monotonic() - t0,
+        "cap_s": args.cap,
+        "rc": proc.returncode,
+    } | read_time(time_file)
+
+
+def stage_diagnose(args) -> dict:
+    rd = str(run_dir(args))
+    county = [a for c in COUNTIES for a in ("--county", c)]
+    t = timed([hawkes("hawkes-diagnose"), rd, *county], args.work / "diagnose.txt")
+    j = timed([hawkes("hawkes-diagnose"), rd, "--json", *county], args.work / "diagnose.json")
+    return {"table": t, "json": j}
+
+
+def stage_gof(args) -> dict:
+    out = args.work / f"gof-m{args.model}"
+    shutil.rmtree(out, ignore_errors=True)
+    cmd = [hawkes("hawkes-diagnose"), str(run_dir(args)), "--gof", str(out)]
+    result = timed(cmd, args.work / "gof.log")
+    gof = out / "gof.json"
+    return result | {"dir": str(out), "gof": json.loads(gof.read_text()) if gof.exists() else None}
+
+
+# ------------------------------------------------------------------------------------ report
+def profile_split(path: Path) -> dict | None:
+    """Shares of chain 0's sampled wall time by :data:`SPLIT` category (py-spy raw stacks)."""
+    if not path.exists():
+        return None
+    counts: Counter = Counter()
+    for line in path.read_text().splitlines():
+        stack, _, n = line.rpartition(" ")
+        if not stack or not n.isdigit():
+            continue
+        frames = stack.split(";")
+        ours = [f for f in frames if "hawkes_cli" in f]
+        label = "host Python (sampler, posterior, other)"
+        if not ours:
+            label = "outside hawkes_cli (start-up, idle)"
+        else:
+            for name, keys in SPLIT:
+                if any(k in f for f in ours[-3:] for k in keys):
+                    label = name
+                    break
+            if any("start.py" in f or "shared_start" in f for f in ours):
+                label = "fast start"
+        counts[label] += int(n)
+    total = sum(counts.values())
+    return {k: v / total for k, v in counts.most_common()} | {"_samples": total}
+
+
+def chain_summary(rd: RunDir, warmup: int) -> dict:
+    """Per chain: iterations, post-warm-up draws, pair passes/iteration, acceptance."""
+    rows = []
+    for k in range(CHAINS):
+        try:
+            d = read_chain(rd.chain_path(k)).draws
+        except (StorageError, FileNotFoundError, OSError):
+            continue
+        post = d["warmup"] == 0
+        rows.append(
+            {
+                "chain": k,
+                "draws": int(d["mu0"].size),
+                "post_warmup": int(post.sum()),
+                "pair_passes_per_it": float(np.mean(d["pair_passes"]))
+                if "pair_passes" in d
+                else None,
+                "accept_expensive": float(np.mean(d["accepted"][post])) if post.any() else None,
+            }
+        )
+    return {"chains": rows}
+
+
+def ess_per_iteration(poll_rows: list[dict]) -> dict | None:
+    """Post-warm-up bulk and tail ESS per iteration (all chains) of each parameter, last poll."""
+    last = next((r for r in reversed(poll_rows) if "stats" in r), None)
+    if last is None:
+        return None
+    n = CHAINS * last["post_warmup_per_chain"]
+    return {
+        p: {
+            "bulk": last["stats"][p]["ess_bulk"] / n,
+            "tail": last["stats"][p]["ess_tail"] / n,
+            "rhat": last["stats"][p]["rhat"],
+        }
+        for p in PARAM_NAMES
+    } | {"_iterations": n}
+
+
+def report(args) -> dict:
+    stages = load_stages(args.work)
+    poll_path = args.work / "poll.jsonl"
+    polls = (
+        [json.loads(x) for x in poll_path.read_text().splitlines()] if poll_path.exists() else []
+    )
+    local = stages.get("local", {})
+    # seconds per iteration over the run (4 chains sharing the machine): from the poll log
+    rate = None
+    if len(polls) >= 2:
+        a, b = polls[len(polls) // 4], polls[-1]
+        if b["draws_total"] > a["draws_total"]:
+            rate = (b["t"] - a["t"]) / ((b["draws_total"] - a["draws_total"]) / CHAINS)
+    out = {
+        "meta": {
+            "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "machine": f"{platform.machine()} {os.cpu_count()} cores",
+            "n": args.n,
+            "model": args.model,
+            "chains": CHAINS,
+            "warmup": args.warmup,
+            "set": args.set,
+            "targets": {"rhat_max": RHAT_MAX, "ess_min": ESS_MIN},
+            "commit": subprocess.run(
+                ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
+                capture_output=True,
+                text=True,
+            ).stdout.strip(),
+        },
+        "stages": stages,
+        "seconds_per_iteration_per_chain": rate,
+        "ess_per_iteration": ess_per_iteration(polls),
+        "split": profile_split(args.work / "profile.txt"),
+        "run": chain_summary(RunDir(run_dir(args)), args.warmup),
+        "polls": polls[:: max(1, len(polls) // 200)],
+    }
+    if local.get("converged") is None and rate and out["ess_per_iteration"]:
+        worst = min(
+            min(v["bulk"], v["tail"])
+            for k, v in out["ess_per_iteration"].items()
+            if not k.startswith("_")
+        )
+        per_chain = ESS_MIN / max(worst, 1e-9) / CHAINS
+        out["projection"] = {
+            "label": "PROJECTION from measured rates, not a measured convergence",
+            "post_warmup_iterations_per_chain_needed": per_chain,
+            "seconds_from_launch": (args.warmup + per_chain) * rate
+            + (polls[0]["t"] if polls else 0.0),
+        }
+    return out
+
+
+def text(r: dict) -> str:
+    s, m = r["stages"], r["meta"]
+    lines = [
+        f"# bench_mission N={m['n']} model {m['model']}, {m['chains']} chains, warm-up "
+        f"{m['warmup']}, {m['machine']}, commit {m['commit']}, {m['date']}"
+    ]
+    for name in ("hhs", "prep", "local", "diagnose", "gof"):
+        st = s.get(name)
+        if not st:
+            continue
+        if name == "diagnose":
+            st = st.get("table", {})
+        lines.append(
+            f"{name:<9} wall {st.get('wall_s', float('nan')):9.1f} s   peak "
+            f"{st.get('peak_gib', float('nan')):6.2f} GiB"
+        )
+    conv = s.get("local", {}).get("converged")
+    lines.append(
+        f"converged (R-hat <= {RHAT_MAX}, bulk and tail ESS >= {ESS_MIN:.0f}, all five): "
+        + (
+            f"{conv['seconds']:.0f} s after launch, {conv['draws_per_chain']} post-warm-up "
+            f"draws/chain"
+            if conv
+            else "NOT within the run"
+        )
+    )
+    if r.get("projection"):
+        p = r["projection"]
+        lines.append(
+            f"{p['label']}: {p['seconds_from_launch']:.0f} s from launch "
+            f"({p['post_warmup_iterations_per_chain_needed']:.0f} post-warm-up it/chain)"
+        )
+    if r["seconds_per_iteration_per_chain"]:
+        lines.append(
+            f"seconds per iteration per chain (4 chains at once): "
+            f"{r['seconds_per_iteration_per_chain']:.2f}"
+        )
+    if r["ess_per_iteration"]:
+        e = r["ess_per_iteration"]
+        lines.append(f"post-warm-up ESS per iteration (bulk/tail, R-hat) over {e['_iterations']}:")
+        lines += [
+            f"  {p:<8} {e[p]['bulk']:.3f} / {e[p]['tail']:.3f}   R-hat {e[p]['rhat']:.3f}"
+            for p in PARAM_NAMES
+        ]
+    if r["split"]:
+        lines.append(f"where chain 0's seconds went (py-spy, {r['split']['_samples']} samples):")
+        lines += [f"  {k:<42} {v:6.1%}" for k, v in r["split"].items() if not k.startswith("_")]
+    for c in r["run"]["chains"]:
+        lines.append(
+            f"  chain {c['chain']}: {c['draws']} draws ({c['post_warmup']} after warm-up), "
+            f"{c['pair_passes_per_it']:.2f} pair passes/it, expensive-move acceptance "
+            f"{c['accept_expensive']}"
+        )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--n", type=int, default=200_000, help="cases (hawkes-prep hhs --n)")
+    ap.add_argument("--model", type=int, choices=(1, 2), default=1)
+    ap.add_argument("--stages", nargs="+", choices=STAGES, default=list(STAGES))
+    ap.add_argument("--work", type=Path, default=Path("/tmp/hawkes-mission"))
+    ap.add_argument("--iterations", type=int, default=20_000, help="cap per chain")
+    ap.add_argument("--warmup", type=int, default=150)
+    ap.add_argument("--cap", type=float, default=3 * 3600.0, help="wall seconds for local")
+    ap.add_argument("--after", type=float, default=0.0, help="seconds to go on after convergence")
+    ap.add_argument("--poll", type=float, default=60.0)
+    ap.add_argument("--profile", type=float, default=180.0, help="py-spy seconds (0: none)")
+    ap.add_argument("--commit-every", type=int, default=25)
+    ap.add_argument("--fresh", action="store_true", help="local: --overwrite (start afresh)")
+    ap.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="SECTION.KEY=VALUE",
+        help="a further config change (YAML value; repeatable), e.g. sampler.n_expensive=3",
+    )
+    ap.add_argument("--out", type=Path, default=None)
+    args = ap.parse_args()
+    args.work.mkdir(parents=True, exist_ok=True)
+    for name in args.stages:
+        if name == "report":
+            continue
+        save_stage(args.work, name, globals()[f"stage_{name}"](args))
+    if "report" in args.stages:
+        r = report(args)
+        out = args.out or HERE / "results" / f"mission-m{args.model}-{args.n}"
+        out.with_suffix(".json").write_text(json.dumps(r, indent=1))
+        out.with_suffix(".txt").write_text(text(r) + "\n")
+        print(text(r))
+
+
+if __name__ == "__main__":
+    main()
