@@ -387,6 +387,22 @@ def ess_per_iteration(poll_rows: list[dict]) -> dict | None:
     } | {"_iterations": n}
 
 
+def first_times(polls: list[dict]) -> dict:
+    """Seconds from launch of the first poll at which min ESS (bulk and tail) >= ESS_MIN,
+    max R-hat <= RHAT_MAX, and both held for all five parameters (None: not within the run)."""
+    out: dict = {"ess": None, "rhat": None, "both": None}
+    for row in polls:
+        st = row.get("stats")
+        if not st:
+            continue
+        ess_ok = all(min(st[p]["ess_bulk"], st[p]["ess_tail"]) >= ESS_MIN for p in PARAM_NAMES)
+        rhat_ok = all(st[p]["rhat"] <= RHAT_MAX for p in PARAM_NAMES)
+        for key, ok in (("ess", ess_ok), ("rhat", rhat_ok), ("both", ess_ok and rhat_ok)):
+            if ok and out[key] is None:
+                out[key] = row["t"]
+    return out
+
+
 def report(args) -> dict:
     stages = load_stages(args.work)
     poll_path = args.work / "poll.jsonl"
@@ -419,6 +435,7 @@ def report(args) -> dict:
         "stages": stages,
         "seconds_per_iteration_per_chain": rate,
         "ess_per_iteration": ess_per_iteration(polls),
+        "first_times_s": first_times(polls),
         "split": profile_split(args.work / "profile.txt"),
         "run": chain_summary(RunDir(run_dir(args)), args.warmup),
         "polls": polls[:: max(1, len(polls) // 200)],
@@ -431,7 +448,8 @@ def report(args) -> dict:
         )
         per_chain = ESS_MIN / max(worst, 1e-9) / CHAINS
         out["projection"] = {
-            "label": "PROJECTION from measured rates, not a measured convergence",
+            "label": "PROJECTION of the ESS target alone (R-hat cannot be projected) from "
+            "measured rates, not a measured convergence",
             "post_warmup_iterations_per_chain_needed": per_chain,
             "seconds_from_launch": (args.warmup + per_chain) * rate
             + (polls[0]["t"] if polls else 0.0),
@@ -465,6 +483,13 @@ def text(r: dict) -> str:
             else "NOT within the run"
         )
     )
+    ft = r.get("first_times_s") or {}
+    when = {k: "not within the run" if t is None else f"{t:.0f} s" for k, t in ft.items()}
+    stop = s.get("local", {}).get("stopped_at_s", float("nan"))
+    lines.append(
+        f"  first poll with min ESS >= {ESS_MIN:.0f}: {when.get('ess')}; with max R-hat <= "
+        f"{RHAT_MAX}: {when.get('rhat')} (the run stopped at {stop:.0f} s)"
+    )
     if r.get("projection"):
         p = r["projection"]
         lines.append(
@@ -490,7 +515,7 @@ def text(r: dict) -> str:
         lines.append(
             f"  chain {c['chain']}: {c['draws']} draws ({c['post_warmup']} after warm-up), "
             f"{c['pair_passes_per_it']:.2f} pair passes/it, expensive-move acceptance "
-            f"{c['accept_expensive']}"
+            f"{c['accept_expensive']:.3f}"
         )
     return "\n".join(lines)
 

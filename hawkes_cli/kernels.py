@@ -267,6 +267,15 @@ def build_problem(info: DeviceInfo, dev: Any) -> str | None:
     return problem
 
 
+def device_problem(ident: str) -> str | None:
+    """:func:`build_problem` of the device with ``P:D`` indices ``ident`` (None: it builds, or
+    there is no such device)."""
+    for info, dev in _all_devices():
+        if info.ident == ident:
+            return None if info.simulator else build_problem(info, dev)
+    return None
+
+
 def _usable(candidates: list[tuple[DeviceInfo, Any]]) -> list[tuple[DeviceInfo, Any]]:
     """``candidates`` whose compiler builds a trivial kernel (:func:`build_problem`); a WARNING
     names each one left out. Raises :class:`DeviceError` when none is left."""

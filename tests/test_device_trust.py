@@ -216,6 +216,16 @@ def test_devices_check_fails_with_exit_1_on_a_wrong_device(monkeypatch):
     assert "FAIL" in res.output and "do not use this device" in res.output
 
 
+def test_devices_check_names_a_device_that_cannot_build_kernels(monkeypatch):
+    """One FAIL line with the compiler's reason and the remedy, not eight build logs."""
+    reason = "error: unknown target CPU 'generic': " + kernels.UNKNOWN_CPU_HINT
+    monkeypatch.setattr(kernels, "device_problem", lambda ident: reason)
+    res = CliRunner().invoke(run_cli, ["devices", "--check", "--device", "cpu"])
+    assert res.exit_code == 1
+    assert res.output.count("FAIL") == 1 and "pocl-opencl-icd" in res.output
+    assert "clBuildProgram" not in res.output
+
+
 # --------------------------------------------------------------------------- selection
 def _fake(pi, name, platform, kind, simulator):
     info = kernels.DeviceInfo(pi, 0, platform, name, kind, 1, 128, True, simulator)

@@ -115,24 +115,27 @@ def test_resampling_costs_one_trigger_pass_each(tmp_path, events):
     np.testing.assert_array_equal(d["pair_passes"], passes)
 
 
-def test_tiered_pair_passes_are_recorded_and_sum_to_the_counted_ones(tmp_path, events):
+@pytest.mark.parametrize("n_expensive", [1, 3])
+def test_tiered_pair_passes_are_recorded_and_sum_to_the_counted_ones(tmp_path, events, n_expensive):
     """The default sampler and start: every row's pair_passes is that iteration's delta of the
     likelihood's pass counter, so the column sums to the counted passes less those before the
     first iteration (the fast start's and the first evaluation). With the current state's B and
-    E always cached, an iteration costs exactly: the expensive move's trigger and background
+    E always cached, an iteration costs exactly: each expensive move's trigger and background
     pass (it shifts tau_t along the regression too), one background pass per cheap move and
-    per mode jump, plus the redraw's trigger pass every resample_every iterations."""
-    cfg = load_config(write_config(tmp_path, events, "tiered", **TIERED))
+    per mode jump, plus the redraw's trigger pass every resample_every iterations. With
+    several expensive moves, the state an accepted one reached keeps its E (no pass again)."""
+    over = TIERED | {"sampler__n_expensive": n_expensive}
+    cfg = load_config(write_config(tmp_path, events, "tiered", **over))
     out = run_chain(cfg, 0)
     assert out.finished
     d = draws(cfg.output.run_dir)
     assert int(d["pair_passes"].sum()) == out.pair_passes - out.start_passes
     assert out.start_passes > 2  # the fast start's curvature on the full data, then x0
     jumped = d["jump"] >= 0
-    np.testing.assert_array_equal(d["n_proposals"], 1 + 4 + jumped)
+    np.testing.assert_array_equal(d["n_proposals"], n_expensive + 4 + jumped)
     assert 0 < jumped.sum() < 300 and set(np.unique(d["jump"])) <= {-1, 0, 1}
     redrawn = (d["iteration"] % 40 == 0) & (d["iteration"] > 0)
-    np.testing.assert_array_equal(d["pair_passes"], d["n_proposals"] + 1 + redrawn)
+    np.testing.assert_array_equal(d["pair_passes"], d["n_proposals"] + n_expensive + redrawn)
     assert np.all(d["n_accepted"] >= d["accepted"]) and np.all(d["n_accepted"] <= d["n_proposals"])
     np.testing.assert_array_equal(d["coordinate"], -2)
     # the start is recorded with every commit; the chain starts near its mode
@@ -176,18 +179,20 @@ def test_sigkill_then_resume_is_bit_for_bit(tmp_path, events):
         np.testing.assert_array_equal(got[key], want[key], err_msg=key)
 
 
-def test_sigkilled_tiered_chain_with_auto_start_resumes_bit_for_bit(tmp_path, events):
+@pytest.mark.parametrize("n_expensive", [1, 3])
+def test_sigkilled_tiered_chain_with_auto_start_resumes_bit_for_bit(tmp_path, events, n_expensive):
     """The default sampler and start, killed twice (first right after the fast start's commit
     at iteration 0, when no draw is committed yet, then after a resume): every column equals
     the chain never stopped, the cost record (pair_passes) included, and the resumed process
-    does not search again."""
-    ref_cfg = load_config(write_config(tmp_path, events, "tref-auto", **TIERED))
+    does not search again; also with three expensive moves per iteration."""
+    tiered = TIERED | {"sampler__n_expensive": n_expensive}
+    ref_cfg = load_config(write_config(tmp_path, events, "tref-auto", **tiered))
     run_chain(ref_cfg, 0)
     want = draws(ref_cfg.output.run_dir)
     want_start = read_sidecar(RunDir(ref_cfg.output.run_dir).chain_path(0))["checkpoint"]["start"]
     want_start.pop("seconds")  # wall time, the one member that differs from run to run
 
-    path = write_config(tmp_path, events, "tkill-auto", **TIERED)
+    path = write_config(tmp_path, events, "tkill-auto", **tiered)
     cfg = load_config(path)
     target = RunDir(cfg.output.run_dir).chain_path(0)
     for at_least in (0, 120):

@@ -215,15 +215,20 @@ def _check_devices(found: list, as_json: bool) -> None:
     """``devices --check``: :func:`hawkes_cli.engine.selfcheck.check_device` on each device;
     exit 1 when any device fails."""
     from ..engine.selfcheck import check_device
+    from ..kernels import device_problem
 
     reports = []
     for d in found:
         if not as_json:
             slow = " (a simulator: about a minute)" if d.simulator else ""
             click.echo(f"{d.ident} {d.name} ({d.platform}){slow}")
-        if not d.float64:
-            click.echo("  FAIL  no float64 support (cl_khr_fp64), which every kernel needs")
-            reports.append({"ident": d.ident, "name": d.name, "ok": False, "cases": []})
+        problem = device_problem(d.ident)
+        if problem is not None or not d.float64:
+            why = problem or "no float64 support (cl_khr_fp64), which every kernel needs"
+            if not as_json:
+                click.echo(f"  FAIL  {why}")
+            reports.append({"ident": d.ident, "name": d.name, "ok": False, "cases": [],
+                            "problem": why})  # fmt: skip
             continue
         rep = check_device(d.ident)
         reports.append(
