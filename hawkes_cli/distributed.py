@@ -24,12 +24,15 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .engine import Likelihood
 from .model import Params
 from .parallel import Comm
 from .resample import LocationStream
+
+if TYPE_CHECKING:
+    import numpy as np
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +44,8 @@ CALLS: frozenset[str] = frozenset(
         "loglik",
         "pin",
         "redraw_locations",
+        "use_search_locations",
+        "use_file_locations",
         "restore",
         "boundary_stop",
         "subsample_loglik",
@@ -73,6 +78,12 @@ class ChainRank:
     subsample
         Builds this rank's share of the fast start's subsample likelihood (collective over
         ``comm``, the same subsample on every rank); None when the chain has none.
+    search_locations
+        The fast start's one location draw (the same on every rank), for a run that redraws
+        locations: the search then sees events where the chain's draws put them, not at the
+        file's points; None when locations are never redrawn.
+    file_locations
+        The events file's ``(x, y)``, restored after the search.
     """
 
     def __init__(
@@ -83,12 +94,16 @@ class ChainRank:
         locations: LocationStream | None = None,
         stop: SupportsBool | None = None,
         subsample: Callable[[], Likelihood] | None = None,
+        search_locations: Callable[[], tuple[np.ndarray, np.ndarray]] | None = None,
+        file_locations: tuple[np.ndarray, np.ndarray] | None = None,
     ) -> None:
         self.likelihood = likelihood
         self.comm = comm
         self.locations = locations
         self.stop = stop
         self._make_subsample = subsample
+        self._search_locations = search_locations
+        self._file_locations = file_locations
         self._subsample: Likelihood | None = None
         self.subsample_pair_passes = 0
         """Pair passes the subsample likelihood ran on this rank (kept after it is freed)."""
@@ -108,6 +123,20 @@ class ChainRank:
             raise RuntimeError("locations are redrawn only with sampler.resample_every > 0")
         x, y = self.locations.draw()
         self.likelihood.set_locations(x, y)
+
+    def use_search_locations(self) -> bool:
+        """Put the events at the fast start's location draw (when the chain has one; every
+        rank); returns whether it did."""
+        if self._search_locations is None:
+            return False
+        self.likelihood.set_locations(*self._search_locations())
+        return True
+
+    def use_file_locations(self) -> None:
+        """Put the events back at the events file's points (every rank)."""
+        if self._file_locations is None:
+            raise RuntimeError("this chain rank was built without the file's locations")
+        self.likelihood.set_locations(*self._file_locations)
 
     def restore(
         self, location_state: Mapping[str, Any] | None, truncation: Mapping[str, Any] | None
@@ -237,6 +266,14 @@ class DistributedLikelihood:
     def redraw_locations(self) -> None:
         """See :meth:`ChainRank.redraw_locations`."""
         self._call("redraw_locations")
+
+    def use_search_locations(self) -> bool:
+        """See :meth:`ChainRank.use_search_locations`."""
+        return self._call("use_search_locations")
+
+    def use_file_locations(self) -> None:
+        """See :meth:`ChainRank.use_file_locations`."""
+        self._call("use_file_locations")
 
     def restore(
         self, location_state: Mapping[str, Any] | None, truncation: Mapping[str, Any] | None

@@ -64,7 +64,7 @@ import socket
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -83,6 +83,9 @@ from .start import StartResult, find_start, overdispersed_starts
 from .storage import DRAW_FIELDS, ChainMeta, ChainWriter, sidecar_path
 from .vocab import LAUNCHER_PID_ENV, PARAM_NAMES
 
+if TYPE_CHECKING:
+    from .geo import PolygonSampler
+
 log = logging.getLogger(__name__)
 
 __all__ = [
@@ -94,9 +97,12 @@ __all__ = [
     "make_resampler",
     "resolve_area",
     "run_chain",
+    "start_locations",
     "subsample_events",
 ]
 
+#: ``spawn_key`` of the fast start's location draw (chains use their number, < 10,000).
+START_LOCATIONS_KEY = 2**31 - 1
 INIT_JITTER = 0.3  # sd of each chain's random start around the initial values, log scale
 PROGRESS_SECONDS = 2.0
 #: Data whose events outnumber their distinct times this many times over are on a day lattice
@@ -250,18 +256,34 @@ def build_chain(config: Config, chain_id: int, comm: Comm, stop: StopFlag) -> Ch
     if sc.kind == "tiered":  # a new tau_t per move: keep the current B; new sigmas: its E
         likelihood.background_cache_size = sc.n_cheap + sc.n_expensive + 2
         likelihood.trigger_cache_size = sc.n_expensive + 1
+    resampler = make_resampler(config, data)
+    search_locations = None
+    if sc.fast_start and resampler is not None:
+        search_locations = functools.cache(functools.partial(start_locations, *resampler, sc.seed))
     subsample = None
     if sc.fast_start and data.n > sc.start_subsample:
         subsample = functools.partial(
-            _subsample_likelihood, data, sc.start_subsample, sc.seed, engine_options
+            _subsample_likelihood,
+            data,
+            sc.start_subsample,
+            sc.seed,
+            engine_options,
+            search_locations,
         )
-    resampler = make_resampler(config, data)
     seq = np.random.SeedSequence(sc.seed, spawn_key=(chain_id,))
     mcmc_seq, loc_seq = seq.spawn(2)
     locations = None
     if resampler is not None:
         locations = LocationStream(*resampler, rng=np.random.default_rng(loc_seq))
-    rank = ChainRank(likelihood, comm, locations=locations, stop=stop, subsample=subsample)
+    rank = ChainRank(
+        likelihood,
+        comm,
+        locations=locations,
+        stop=stop,
+        subsample=subsample,
+        search_locations=search_locations,
+        file_locations=(data.x, data.y),
+    )
     return ChainSetup(
         config=config,
         chain_id=chain_id,
@@ -296,11 +318,36 @@ def subsample_events(data: EventData, n: int, seed: int) -> EventData:
     )
 
 
+def start_locations(
+    polygons: PolygonSampler, codes: np.ndarray, seed: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The one location draw the fast start searches on when the run redraws locations.
+
+    Drawn from ``SeedSequence(seed, spawn_key=(START_LOCATIONS_KEY,))``: the same for every
+    chain and rank of the run, and apart from every chain's own streams.
+
+    Returns
+    -------
+    x, y : (N,) float64
+        Coordinates (coordinate units), event ``n`` uniform in polygon ``codes[n]``.
+    """
+    rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(START_LOCATIONS_KEY,)))
+    return polygons.sample(codes, rng)
+
+
 def _subsample_likelihood(
-    data: EventData, n: int, seed: int, engine_options: Mapping[str, Any]
+    data: EventData,
+    n: int,
+    seed: int,
+    engine_options: Mapping[str, Any],
+    locations: Callable[[], tuple[np.ndarray, np.ndarray]] | None = None,
 ) -> Likelihood:
     """This rank's share of the likelihood of :func:`subsample_events` (collective over the
-    chain's ranks), with the chain's engine settings and observation window."""
+    chain's ranks), with the chain's engine settings and observation window; of the events at
+    ``locations()`` (the fast start's location draw) when given."""
+    if locations is not None:
+        x, y = locations()
+        data = dataclasses.replace(data, x=x, y=y)
     options = dict(engine_options)
     if options.get("window_end") is None:  # the full data's window, not the subsample's
         options["window_end"] = float(data.time[-1])
@@ -551,6 +598,8 @@ def _search_start(
     lattice = np.unique(data.time).size * LATTICE_SHARE <= data.n
     cheap = tuple(i for i in posterior.cheap if i != tau_index or lattice)
     passes0, sub_passes0 = rank.pair_passes, rank.subsample_pair_passes
+    # a run that redraws locations searches on one draw of them (so do its subsample's events)
+    moved = likelihood.use_search_locations()
     try:
         result = find_start(
             posterior,
@@ -568,6 +617,8 @@ def _search_start(
     finally:
         if search is not posterior:
             likelihood.end_subsample()
+        if moved:
+            likelihood.use_file_locations()
     log.info(
         "chain %d: fast start in %.1f s: search %d evaluations on %s, %d cheap-coordinate and "
         "%d curvature evaluations on the full data; pair passes %d on the subsample, %d on the "

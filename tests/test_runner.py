@@ -146,6 +146,38 @@ def test_tiered_pair_passes_are_recorded_and_sum_to_the_counted_ones(tmp_path, e
         start.cov_matrix[3, 3]))  # fmt: skip
 
 
+def test_fast_start_of_a_run_that_redraws_locations_searches_on_a_draw(tmp_path, events):
+    """With ``resample_every > 0`` the chains never see the file's points again, so the fast
+    start searches on one seeded draw of the locations (:func:`runner.start_locations`, the
+    same for every chain): the start's log posterior is that of its mode at that draw, not at
+    the file's points (at 1M cases the file's hospital points put the mode thousands of nats
+    away from where the chains go)."""
+    from hawkes_cli.data import load_events, resolve_area
+    from hawkes_cli.engine import make_likelihood
+    from hawkes_cli.posterior import LogPosterior
+    from hawkes_cli.runner import make_resampler, start_locations
+
+    cfg = load_config(
+        write_config(tmp_path, events, "drawn", **TIERED, sampler__iterations=3, sampler__warmup=1)
+    )
+    run_chain(cfg, 0)
+    start = StartResult.from_json(
+        read_sidecar(RunDir(cfg.output.run_dir).chain_path(0))["checkpoint"]["start"]
+    )
+    data = load_events(cfg.data.events)
+    lik = make_likelihood(data, **cfg.likelihood_options(resolve_area(cfg, data)))
+    posterior = LogPosterior.from_mapping(lik, cfg.priors)
+    at_file = posterior(start.theta)
+    lik.set_locations(*start_locations(*make_resampler(cfg, data), cfg.sampler.seed))
+    at_draw = posterior(start.theta)
+    assert start.log_post == pytest.approx(at_draw, rel=1e-12, abs=1e-9)
+    assert abs(at_draw - at_file) > 1.0  # the two are told apart
+    # the draw is the run's, not a chain's: another seed draws other points
+    x0, _ = start_locations(*make_resampler(cfg, data), cfg.sampler.seed)
+    x1, _ = start_locations(*make_resampler(cfg, data), cfg.sampler.seed + 1)
+    assert not np.array_equal(x0, x1) and not np.array_equal(x0, data.x)
+
+
 def _wait_for_draws(path: Path, at_least: int, proc: subprocess.Popen, timeout=120) -> int:
     t0 = time.monotonic()
     while time.monotonic() - t0 < timeout:
