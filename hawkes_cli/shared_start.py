@@ -45,7 +45,7 @@ log = logging.getLogger(__name__)
 
 __all__ = ["SharedStart", "shared_start", "start_key"]
 
-SCHEMA = 1
+SCHEMA = 2  # 2: a run that redraws locations searches on one draw of them
 #: Seconds between attempts to take the lock while another chain searches.
 POLL_SECONDS = 0.1
 

@@ -70,6 +70,12 @@ def test_a_stale_or_damaged_file_is_searched_again(tmp_path, caplog):
     new, reused = shared_start(path, "new", lambda: SharedStart(_result(3.0), None, 2), chain_id=2)
     assert not reused and new.result.theta[0] == 3.0
     assert "unreadable" in caplog.text
+    # a start of an older search (schema 1 searched on the file's points even when the run
+    # redraws locations) is never served, whatever its key
+    old = json.loads(path.read_text()) | {"schema": 1}
+    path.write_text(json.dumps(old))
+    new, reused = shared_start(path, "new", lambda: SharedStart(_result(4.0), None, 3), chain_id=3)
+    assert not reused and new.result.theta[0] == 4.0
 
 
 def test_start_key_follows_config_ranks_and_events(tmp_path, events):  # noqa: F811

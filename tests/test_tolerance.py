@@ -220,6 +220,35 @@ def test_bound_within_the_tolerance_changes_nothing(caplog):
     assert not warnings_of(caplog)
 
 
+def test_a_hopeless_proposal_neither_tightens_nor_counts(caplog):
+    """A proposal whose log-likelihood plus its whole bound is over HOPELESS_NATS below the
+    pinned state's cannot be accepted: its bound above the tolerance raises no kappa (at 1M
+    one jump to mu0 ~ 1e-5 took kappa from 19 to 366, every later pass ~20x slower) and, after
+    warm-up, is no exceedance. A proposal as uncertain but not hopeless still tightens, and so
+    does any evaluation with no pinned state (the fast start's search)."""
+    from hawkes_cli.engine.base import HOPELESS_NATS
+
+    backend = FakeBounded(2000, 0.05, 1e-6)  # bound ~0.001 nats
+    lik = Likelihood(backend, np.arange(2000.0))
+    lik.pin(P)
+    good = lik.evaluate(P)
+    backend.scale = 0.1  # from now on ~98 nats at any parameters
+    lik.clear_cache()
+    bad = Params(**{**P.as_dict(), "mu0": 1e-10, "xi0": 1e-10})  # ~ -44,000 nats
+    for adapt in (True, False):
+        lik.adapt_cutoff = adapt
+        ev = lik.evaluate(bad)
+        assert ev.loglik + ev.error_bound < good.loglik - HOPELESS_NATS
+        assert ev.error_bound > 0.05
+    assert not backend.tighten_calls and lik.bound_exceedances == 0 and backend.kappa == 0.0
+    lik.adapt_cutoff = True
+    near = Params(**{**P.as_dict(), "mu0": 0.9 * P.mu0})
+    assert lik.evaluate(near).error_bound <= 0.05 and len(backend.tighten_calls) >= 1
+    fresh_backend = FakeBounded(2000, 0.05, 0.1)
+    fresh = Likelihood(fresh_backend, np.arange(2000.0))  # nothing pinned
+    assert fresh.evaluate(bad).error_bound <= 0.05 and fresh_backend.tighten_calls
+
+
 def test_checkpoint_carries_the_counts():
     base = {"iteration": 3, "sampler": {}, "rng": {}, "loglik": -1.0, "logprior": 0.0,
             "finished": False}  # fmt: skip

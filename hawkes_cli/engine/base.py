@@ -63,6 +63,13 @@ def out_of_range(p: Params) -> str | None:
 
 
 _CACHE_SIZE = 2  # current state and one proposal
+#: An evaluation whose log-likelihood, even raised by its whole truncation bound, stays this
+#: many nats below the pinned (current) state's is one no MH step accepts (probability below
+#: e^-1000): its bound above the tolerance neither tightens the cut-off nor counts as an
+#: exceedance. (A jump to mu0 ~ 1e-5 once raised kappa from 19 to 366 this way at 1M cases:
+#: every later pass about 20 times slower, to certify the value of a rejected proposal.)
+HOPELESS_NATS = 1000.0
+_LL_MEMORY = 16  # log-likelihoods remembered by parameters, to know the pinned state's
 #: Default B entries kept (the pinned one included). A sampler that proposes several new
 #: ``tau_t`` per iteration (the tiered kind: one per cheap move) raises
 #: :attr:`Likelihood.background_cache_size` so that the current state's B survives them all.
@@ -279,6 +286,8 @@ class Likelihood:
         self._b_cache: OrderedDict[float, np.ndarray] = OrderedDict()
         self._e_cache: OrderedDict[tuple[float, float], np.ndarray] = OrderedDict()
         self._pinned: tuple[float, tuple[float, float]] | None = None
+        self._pinned_params: Params | None = None
+        self._recent_ll: OrderedDict[Params, float] = OrderedDict()
         self._bounded: BoundedPairBackend | None = (
             backend if isinstance(backend, BoundedPairBackend) else None
         )
@@ -313,6 +322,7 @@ class Likelihood:
         """Keep the B and E of ``p`` (the chain's current state) cached while proposals come
         and go, so a run of rejected proposals never forces the current state's pair passes."""
         self._pinned = (p.tau_t, (p.sigma_x, p.sigma_t))
+        self._pinned_params = p
 
     def _cached(self, cache: OrderedDict, key, compute, size: int = _CACHE_SIZE):
         hit = cache.get(key)
@@ -355,9 +365,11 @@ class Likelihood:
         return (value[0], value[1]) if bounded is not None else (value, None)
 
     def set_locations(self, x: np.ndarray, y: np.ndarray) -> None:
-        """New locations for all events; the trigger cache is dropped."""
+        """New locations for all events; the trigger cache is dropped (and the remembered
+        log-likelihoods, which were of the old locations)."""
         self.backend.set_locations(x, y)
         self._e_cache.clear()
+        self._recent_ll.clear()
 
     def truncation_state(self) -> dict | None:
         """What a checkpoint needs to continue bit for bit: the truncation's cut-off (None for
@@ -438,6 +450,17 @@ class Likelihood:
                     "choose another device (`hawkes-run devices --check` tests each device)"
                 )
             tolerance = bounded.tolerance
+            if bound > tolerance and self._hopeless(ll, bound):
+                log.debug(
+                    "truncation bound %.3g nats at %s not certified: its log-likelihood %.6g "
+                    "is over %g nats below the current state's",
+                    bound,
+                    p,
+                    ll,
+                    HOPELESS_NATS,
+                )
+                return Evaluation(loglik=ll, B=B, E=E, error_bound=bound)
+            self._remember(p, ll)
             if not self.adapt_cutoff and math.isfinite(ll):
                 self.worst_bound = max(self.worst_bound, bound)
                 if bound > tolerance:
@@ -455,6 +478,20 @@ class Likelihood:
                 return Evaluation(loglik=ll, B=B, E=E, error_bound=bound)
             self.tightenings += 1
             self._e_cache.clear()  # computed at the looser cut-off
+
+    def _remember(self, p: Params, ll: float) -> None:
+        """Keep ``ll`` of ``p`` among the last few evaluations (the pinned state's is read from
+        them)."""
+        self._recent_ll[p] = ll
+        self._recent_ll.move_to_end(p)
+        while len(self._recent_ll) > _LL_MEMORY:
+            self._recent_ll.popitem(last=False)
+
+    def _hopeless(self, ll: float, bound: float) -> bool:
+        """Whether ``ll + bound`` is over :data:`HOPELESS_NATS` below the pinned state's
+        log-likelihood (as last evaluated at these locations; the same on every rank)."""
+        pinned = None if self._pinned_params is None else self._recent_ll.get(self._pinned_params)
+        return pinned is not None and math.isfinite(ll) and ll + bound < pinned - HOPELESS_NATS
 
     def _exceeded(self, bound: float, tolerance: float) -> None:
         """Count a bound above the tolerance while the cut-off is fixed; log a WARNING (rank
