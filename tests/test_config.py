@@ -518,11 +518,18 @@ def test_to_yaml_round_trip_gives_equal_config_and_hash(tmp_path):
     assert again == cfg
     assert again.sha256 == cfg.sha256
     assert again.to_yaml() == text
-    # the resolved mapping is plain YAML with every key of every section, in order
+    # the resolved mapping is plain YAML with every key of every section, in order, except a
+    # key added later at the value that leaves older runs' hash alone (sampler.n_expensive: 1)
     mapping = yaml.safe_load(text)
     assert list(mapping) == list(SECTIONS)
     for section in SECTIONS:
-        assert tuple(mapping[section]) == KEYS[section]
+        later = ("n_expensive",) if section == "sampler" else ()
+        assert tuple(mapping[section]) == tuple(k for k in KEYS[section] if k not in later)
+    more = config_from_yaml_text(
+        text.replace("  n_cheap:", "  n_expensive: 3\n  n_cheap:"), base_dir=tmp_path, where="x"
+    )
+    assert more.sampler.n_expensive == 3 and "n_expensive: 3" in more.to_yaml()
+    assert more.sha256 != cfg.sha256
     assert mapping["sampler"]["warmup"] == 30  # the default was filled in
     assert mapping["sampler"]["initial"] == {"mu0": 0.5, "sigma_t": 5.0}
     assert mapping["output"]["run_dir"] == str(tmp_path / "runs" / "full")

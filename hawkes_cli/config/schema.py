@@ -37,6 +37,9 @@ MAX_SEED = 2**63 - 1  # seeds are stored as HDF5 int64 attributes
 MAX_DEFAULT_WARMUP = 1000
 MAX_N_CHEAP = 1000  # proposals per iteration are stored as int16 in the chain file
 MAX_N_EXPENSIVE = 100  # each is a trigger pass
+#: Field metadata: the value at which a key added after runs already existed is left out of
+#: the resolved config, so that those runs' config hash (and so their resume) is unchanged.
+OMIT_WHEN = "omit_when"
 #: Largest iteration count (and thin, commit and resample interval): far beyond any run, well
 #: inside the int64 of the chain file's attributes and iteration column.
 MAX_ITERATIONS = 10**12
@@ -154,7 +157,10 @@ class SamplerConfig:
     )
     initial_scale: float = field(default=0.1, metadata=number(gt=0))
     n_cheap: int = field(default=10, metadata=integer(minimum=0, maximum=MAX_N_CHEAP))
-    n_expensive: int = field(default=1, metadata=integer(minimum=1, maximum=MAX_N_EXPENSIVE))
+    n_expensive: int = field(
+        default=1,
+        metadata=integer(minimum=1, maximum=MAX_N_EXPENSIVE) | {OMIT_WHEN: 1},
+    )
     jump_prob: float = field(default=0.2, metadata=number(ge=0, le=1))
     start_subsample: int = field(
         default=20000, metadata=integer(minimum=100, maximum=MAX_ITERATIONS)
@@ -318,7 +324,10 @@ class Config:
                 out[name] = {p: section[p].to_config() for p in PARAM_NAMES}
             else:
                 out[name] = {
-                    f.name: _plain(f, getattr(section, f.name)) for f in dataclasses.fields(section)
+                    f.name: _plain(f, getattr(section, f.name))
+                    for f in dataclasses.fields(section)
+                    if OMIT_WHEN not in f.metadata
+                    or getattr(section, f.name) != f.metadata[OMIT_WHEN]
                 }
         return out
 
