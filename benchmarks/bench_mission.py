@@ -207,7 +207,7 @@ def start_profile(args, pid: int) -> subprocess.Popen | None:
     if not Path(spy).exists():
         print("[local] py-spy not installed: no per-iteration split")
         return None
-    out = args.work / "profile.txt"
+    out = args.work / f"profile-m{args.model}.txt"
     cmd = [
         spy,
         "record",
@@ -233,13 +233,13 @@ def stage_local(args) -> dict:
     cmd = [hawkes("hawkes-run"), "local", str(config)]
     if args.fresh:
         cmd.append("--overwrite")
-    time_file = args.work / "local.time"
-    poll_log = args.work / "poll.jsonl"
+    time_file = args.work / f"local-m{args.model}.time"
+    poll_log = args.work / f"poll-m{args.model}.jsonl"
     if args.fresh:
         poll_log.unlink(missing_ok=True)
     t0 = time.monotonic()
     launched = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    with open(args.work / "local.log", "w") as log:
+    with open(args.work / f"local-m{args.model}.log", "w") as log:
         proc = subprocess.Popen(
             ["/usr/bin/time", "-f", "%e %M", "-o", str(time_file), *cmd],
             stdout=log,
@@ -307,8 +307,11 @@ def stage_local(args) -> dict:
 def stage_diagnose(args) -> dict:
     rd = str(run_dir(args))
     county = [a for c in COUNTIES for a in ("--county", c)]
-    t = timed([hawkes("hawkes-diagnose"), rd, *county], args.work / "diagnose.txt")
-    j = timed([hawkes("hawkes-diagnose"), rd, "--json", *county], args.work / "diagnose.json")
+    t = timed([hawkes("hawkes-diagnose"), rd, *county], args.work / f"diagnose-m{args.model}.txt")
+    j = timed(
+        [hawkes("hawkes-diagnose"), rd, "--json", *county],
+        args.work / f"diagnose-m{args.model}.json",
+    )
     return {"table": t, "json": j}
 
 
@@ -316,7 +319,7 @@ def stage_gof(args) -> dict:
     out = args.work / f"gof-m{args.model}"
     shutil.rmtree(out, ignore_errors=True)
     cmd = [hawkes("hawkes-diagnose"), str(run_dir(args)), "--gof", str(out)]
-    result = timed(cmd, args.work / "gof.log")
+    result = timed(cmd, args.work / f"gof-m{args.model}.log")
     gof = out / "gof.json"
     return result | {"dir": str(out), "gof": json.loads(gof.read_text()) if gof.exists() else None}
 
@@ -405,10 +408,15 @@ def first_times(polls: list[dict]) -> dict:
 
 def report(args) -> dict:
     stages = load_stages(args.work)
-    poll_path = args.work / "poll.jsonl"
+    poll_path = args.work / f"poll-m{args.model}.jsonl"
     polls = (
         [json.loads(x) for x in poll_path.read_text().splitlines()] if poll_path.exists() else []
     )
+    stages = {
+        name: stages[key]
+        for name in ("hhs", "prep", "local", "diagnose", "gof")
+        if (key := name if name in ("hhs", "prep") else f"{name}-m{args.model}") in stages
+    }
     local = stages.get("local", {})
     # seconds per iteration over the run (4 chains sharing the machine): from the poll log
     rate = None
@@ -436,7 +444,7 @@ def report(args) -> dict:
         "seconds_per_iteration_per_chain": rate,
         "ess_per_iteration": ess_per_iteration(polls),
         "first_times_s": first_times(polls),
-        "split": profile_split(args.work / "profile.txt"),
+        "split": profile_split(args.work / f"profile-m{args.model}.txt"),
         "run": chain_summary(RunDir(run_dir(args)), args.warmup),
         "polls": polls[:: max(1, len(polls) // 200)],
     }
@@ -515,7 +523,7 @@ def text(r: dict) -> str:
         lines.append(
             f"  chain {c['chain']}: {c['draws']} draws ({c['post_warmup']} after warm-up), "
             f"{c['pair_passes_per_it']:.2f} pair passes/it, expensive-move acceptance "
-            f"{c['accept_expensive']:.3f}"
+            + ("-" if c["accept_expensive"] is None else f"{c['accept_expensive']:.3f}")
         )
     return "\n".join(lines)
 
@@ -547,7 +555,8 @@ def main() -> None:
     for name in args.stages:
         if name == "report":
             continue
-        save_stage(args.work, name, globals()[f"stage_{name}"](args))
+        key = name if name in ("hhs", "prep") else f"{name}-m{args.model}"
+        save_stage(args.work, key, globals()[f"stage_{name}"](args))
     if "report" in args.stages:
         r = report(args)
         out = args.out or HERE / "results" / f"mission-m{args.model}-{args.n}"
