@@ -277,8 +277,8 @@ def device_problem(ident: str) -> str | None:
 
 
 def _usable(candidates: list[tuple[DeviceInfo, Any]]) -> list[tuple[DeviceInfo, Any]]:
-    """``candidates`` whose compiler builds a trivial kernel (:func:`build_problem`); a WARNING
-    names each one left out. Raises :class:`DeviceError` when none is left."""
+    """``candidates`` whose compiler builds a trivial kernel (:func:`build_problem`); an INFO
+    record names each one left out. Raises :class:`DeviceError` when none is left."""
     kept, dropped = [], []
     for info, dev in candidates:
         problem = None if info.simulator else build_problem(info, dev)
@@ -291,8 +291,8 @@ def _usable(candidates: list[tuple[DeviceInfo, Any]]) -> list[tuple[DeviceInfo, 
             "no OpenCL device here can build kernels: "
             + "; ".join(f"{label}: {problem}" for label, problem in dropped)
         )
-    for label, problem in dropped:
-        log.warning("OpenCL device %s cannot build kernels, not chosen: %s", label, problem)
+    for label, problem in dropped:  # another one was chosen: nothing for the user to do
+        log.info("OpenCL device %s cannot build kernels, not chosen: %s", label, problem)
     return kept
 
 
@@ -312,7 +312,7 @@ def select_device(spec: str | None = None, local_rank: int = 0) -> tuple[DeviceI
         or a case-insensitive substring of the device name. A simulator (Oclgrind,
         :func:`is_simulator`) is chosen only by its indices or name. The automatic and by-kind
         choices skip a device whose compiler cannot build a trivial kernel
-        (:func:`build_problem`, with a WARNING); a device named by index or name is taken as is.
+        (:func:`build_problem`, logged at INFO); a device named by index or name is taken as is.
     local_rank
         This process's rank on its node; among several matching devices, device
         ``local_rank % count`` is taken, so ranks of one node spread over its GPUs.
