@@ -351,7 +351,7 @@ def profile_split(path: Path) -> dict | None:
     return {k: v / total for k, v in counts.most_common()} | {"_samples": total}
 
 
-def chain_summary(rd: RunDir, warmup: int) -> dict:
+def chain_summary(rd: RunDir) -> dict:
     """Per chain: iterations, post-warm-up draws, pair passes/iteration, acceptance."""
     rows = []
     for k in range(CHAINS):
@@ -445,7 +445,7 @@ def report(args) -> dict:
         "ess_per_iteration": ess_per_iteration(polls),
         "first_times_s": first_times(polls),
         "split": profile_split(args.work / f"profile-m{args.model}.txt"),
-        "run": chain_summary(RunDir(run_dir(args)), args.warmup),
+        "run": chain_summary(RunDir(run_dir(args))),
         "polls": polls[:: max(1, len(polls) // 200)],
     }
     if local.get("converged") is None and rate and out["ess_per_iteration"]:
