@@ -26,6 +26,7 @@ import copy
 import csv
 import dataclasses
 import gzip
+import hashlib
 import json
 import logging
 import math
@@ -181,6 +182,19 @@ class EventData:
     def n(self) -> int:
         """Number of events N."""
         return int(self.time.shape[0])
+
+    def digest(self) -> str:
+        """SHA-256 (hex) of the events' content: times, coordinates, densities and FIPS codes
+        as loaded (whatever the file's format or path). A run keeps it, so that a resume on
+        changed data is refused."""
+        h = hashlib.sha256(f"{self.n}\n".encode())
+        for column in (self.time, self.x, self.y, self.density):
+            if column is not None:
+                h.update(np.ascontiguousarray(column, dtype=np.float64).tobytes())
+            h.update(b"|")
+        if self.fips is not None:
+            h.update("\n".join(self.fips.tolist()).encode("utf-8"))
+        return h.hexdigest()
 
     def with_locations(self, x: np.ndarray, y: np.ndarray) -> EventData:
         """The same events with new coordinates (e.g. resampled inside their counties).

@@ -32,13 +32,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import atomic
+from .config.load import CONFIG_NAME, header_sha256, resolved_text
 from .errors import StorageError, UsageError
-from .storage import read_chain, read_sidecar, sidecar_path
+from .storage import read_chain, read_sidecar, sidecar_path, writer_holder
 
 if TYPE_CHECKING:  # pragma: no cover
     from .config import Config
 
-CONFIG_NAME = "config.yaml"
 CHAINS_DIR = "chains"
 LOGS_DIR = "logs"
 SLURM_DIR = "slurm"
@@ -368,16 +368,28 @@ class RunDir:
                 "another output.run_dir"
             ) from None
         target = self.config_path
-        if target.exists() and not overwrite:
+        if target.exists():
             old = self.load_config()
-            if old.sha256 != config.sha256:
+            if old.sha256 == config.sha256:
+                return target
+            if not overwrite:
                 raise StorageError(
                     f"{self.root} holds a run of a different config ({target}); choose another "
                     "output.run_dir, or pass --overwrite to start that run afresh"
                 )
-            return target
-        atomic.write_text(target, f"# sha256: {config.sha256}\n" + config.to_yaml())
+            self._refuse_while_running("replace its config")
+        atomic.write_text(target, resolved_text(config))
         return target
+
+    def _refuse_while_running(self, what: str) -> None:
+        """Raise :class:`StorageError` when a chain of this directory is being written."""
+        for chain_id, path in self.chain_files():
+            holder = writer_holder(path)
+            if holder is not None:
+                raise StorageError(
+                    f"cannot {what}: chain {chain_id} of {self.root} is running ({holder}); "
+                    "stop its chains first (Ctrl-C, `hawkes-run cancel`), nothing was changed"
+                )
 
     def load_config(self) -> Config:
         """The resolved config of this run directory (``config.yaml``; without one, the config
@@ -482,8 +494,7 @@ class RunDir:
                 first = fh.readline()
         except OSError:
             return None
-        m = re.match(r"^# sha256: ([0-9a-f]{64})\s*$", first)
-        return m.group(1) if m else None
+        return header_sha256(first)
 
     def is_finished(self, chain_id: int) -> bool:
         """True when the chain's checkpoint, verified against its file

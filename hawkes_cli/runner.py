@@ -415,6 +415,7 @@ def _chain_meta(setup: ChainSetup) -> ChainMeta:
         kernel_sha256=setup.rank.likelihood.kernel_fingerprint,
         param_names=PARAM_NAMES,
         fields=DRAW_FIELDS,
+        events_sha256=setup.data.digest(),
     )
 
 

@@ -35,8 +35,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from . import atomic
 from .data import EventData
 from .start import StartResult
@@ -111,13 +109,8 @@ def start_key(config_sha256: str, ranks: int, data: EventData) -> str:
     str
         A hex sha256.
     """
-    h = hashlib.sha256()
-    h.update(f"{config_sha256}\n{ranks}\n{data.n}\n".encode())
-    for column in (data.time, data.x, data.y, data.density):
-        if column is not None:
-            h.update(np.ascontiguousarray(column, dtype=np.float64).tobytes())
-        h.update(b"|")
-    return h.hexdigest()
+    text = f"{config_sha256}\n{ranks}\n{data.digest()}\n"
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def shared_start(

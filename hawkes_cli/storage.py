@@ -149,6 +149,9 @@ class ChainMeta:
         ``(("iteration", "i8"), ("loglik", "f8"), ("warmup", "i1"))``.
     package_version
         Version of the package that wrote the file.
+    events_sha256
+        :meth:`~hawkes_cli.data.EventData.digest` of the events the chain runs on ("" when
+        unknown: files of earlier versions); a resume on other events is refused.
     """
 
     chain_id: int
@@ -164,6 +167,7 @@ class ChainMeta:
     param_names: tuple[str, ...]
     fields: tuple[tuple[str, str], ...]
     package_version: str = __version__
+    events_sha256: str = ""
 
     def __post_init__(self) -> None:
         names = tuple(str(n) for n in self.param_names)
@@ -201,6 +205,8 @@ class ChainMeta:
             attrs[key] = int(getattr(self, key))
         for key in _STR_ATTRS:
             attrs[key] = str(getattr(self, key))
+        if self.events_sha256:
+            attrs["events_sha256"] = self.events_sha256
         attrs["param_names"] = json.dumps(list(self.param_names))
         attrs["fields"] = json.dumps([list(f) for f in self.fields])
         return attrs
@@ -210,6 +216,7 @@ class ChainMeta:
         """Rebuild the metadata from decoded root attributes (see :attr:`ChainDraws.attrs`)."""
         kwargs: dict[str, Any] = {key: int(attrs[key]) for key in _INT_ATTRS}
         kwargs.update({key: str(attrs[key]) for key in _STR_ATTRS})
+        kwargs["events_sha256"] = str(attrs.get("events_sha256", ""))
         kwargs["param_names"] = tuple(attrs["param_names"])
         kwargs["fields"] = tuple(tuple(f) for f in attrs["fields"])
         return cls(**kwargs)
@@ -329,6 +336,26 @@ class _WriterLock:
             with contextlib.suppress(OSError):
                 fcntl.flock(fd, fcntl.LOCK_UN)
             os.close(fd)
+
+
+def writer_holder(chain_path: Path) -> str | None:
+    """Who holds the writer lock of a chain file (``"pid 123 on host"``), None when nobody does
+    (no lock file, or a file system without ``flock``)."""
+    if fcntl is None:  # pragma: no cover - Windows
+        return None
+    try:
+        fd = os.open(lock_path(chain_path), os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return os.read(fd, 200).decode("utf-8", "replace").strip() or "a process"
+    except OSError:
+        return None
+    finally:
+        os.close(fd)  # also releases a lock taken here
+    return None
 
 
 # --------------------------------------------------------------------------- reading
@@ -800,6 +827,14 @@ def _check_resume(attrs: Mapping[str, Any], meta: ChainMeta, path: Path) -> None
             f"{path} was written with a different config (sha256 {attrs['config_sha256']}, "
             f"now {meta.config_sha256}); use a new run_dir, or pass --overwrite to discard "
             "its draws"
+        )
+    was = str(attrs.get("events_sha256", ""))
+    if was and meta.events_sha256 and was != meta.events_sha256:
+        raise StorageError(
+            f"{path} was written for other events than the config's data.events now holds "
+            f"(content sha256 {was[:12]}..., now {meta.events_sha256[:12]}...): the events file "
+            "changed since this chain started. Restore the original events to resume, or pass "
+            "--overwrite to discard its draws and start afresh on the new events"
         )
     for key in ("kernel_sha256", "package_version"):
         if attrs.get(key) != getattr(meta, key):

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -15,6 +18,48 @@ from .schema import SECTIONS, Config
 from .sections import load_section
 
 log = logging.getLogger(__name__)
+
+#: The resolved config inside a run directory (``RUN_DIR/config.yaml``).
+CONFIG_NAME = "config.yaml"
+
+_HEADER = re.compile(r"^# sha256: ([0-9a-f]{64})\s*$")
+
+
+def resolved_text(config: Config) -> str:
+    """A run directory's ``config.yaml``: a ``# sha256:`` header line, then the resolved YAML."""
+    return f"# sha256: {config.sha256}\n" + config.to_yaml()
+
+
+def header_sha256(first_line: str) -> str | None:
+    """The sha256 a ``config.yaml`` header line records (None: not such a line)."""
+    m = _HEADER.match(first_line)
+    return m.group(1) if m else None
+
+
+def _same_place(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return os.path.normpath(a) == os.path.normpath(b)
+
+
+def _relocated(config: Config, file: Path, text: str) -> Config:
+    """A run directory's own config read from where the directory is now.
+
+    ``RUN_DIR/config.yaml`` (its header's sha256 that of its content) names the directory the
+    run was created in. When the directory was moved or copied, the run is where the file is:
+    ``output.run_dir`` becomes the file's folder, and :attr:`Config.created_in` keeps the old
+    path, so the run's identity (:attr:`Config.sha256`) does not change. Any other file is
+    returned as it is.
+    """
+    if file.name != CONFIG_NAME or header_sha256(text.partition("\n")[0]) != config.sha256:
+        return config
+    here, written = file.parent, Path(config.output.run_dir)
+    if _same_place(here, written):
+        return config
+    log.info("run directory %s was created as %s (moved or copied): using %s", here, written, here)
+    output = dataclasses.replace(config.output, run_dir=here)
+    return dataclasses.replace(config, output=output, created_in=written)
 
 
 def config_from_mapping(
@@ -185,7 +230,9 @@ def load_config(path: str | Path) -> Config:
     Returns
     -------
     Config
-        With :attr:`Config.source` set to the file's absolute path.
+        With :attr:`Config.source` set to the file's absolute path. A run directory's own
+        ``config.yaml`` read from a moved or copied directory names that directory as
+        ``output.run_dir`` (see :attr:`Config.created_in`).
 
     Raises
     ------
@@ -220,5 +267,6 @@ def load_config(path: str | Path) -> Config:
     except OSError as exc:
         raise ConfigError(f"{where}: cannot read config file: {exc.strerror or exc}") from None
     config = config_from_yaml_text(text, base_dir=file.parent, where=where, source=file)
+    config = _relocated(config, file, text)
     log.debug("loaded config %s (sha256 %s)", file, config.sha256)
     return config

@@ -303,6 +303,11 @@ class Config:
         :data:`~hawkes_cli.vocab.PARAM_NAMES` to its :class:`~hawkes_cli.priors.Prior`.
     source
         The YAML file it came from, or ``None``. Not part of equality or of :attr:`sha256`.
+    created_in
+        Where a run directory was created, when this is its resolved config read at another
+        place (the directory was moved or copied; ``output.run_dir`` is then where it is now).
+        The run's identity does not move: :meth:`to_yaml` and :attr:`sha256` keep this path,
+        so the chain files and the shared start still belong to the run. ``None`` otherwise.
     """
 
     data: DataConfig
@@ -314,6 +319,7 @@ class Config:
     output: OutputConfig
     slurm: SlurmConfig
     source: Path | None = field(default=None, compare=False)
+    created_in: Path | None = field(default=None, compare=False)
 
     def to_mapping(self) -> dict[str, Any]:
         """The fully resolved config in the YAML shape (plain dicts, lists, str, numbers)."""
@@ -329,6 +335,8 @@ class Config:
                     if OMIT_WHEN not in f.metadata
                     or getattr(section, f.name) != f.metadata[OMIT_WHEN]
                 }
+        if self.created_in is not None:
+            out["output"]["run_dir"] = str(self.created_in)
         return out
 
     def to_yaml(self) -> str:
@@ -372,7 +380,9 @@ def _plain(f: dataclasses.Field[Any], value: Any) -> Any:
 _HINTS = get_type_hints(Config)
 
 #: Top-level sections, in the order :meth:`Config.to_mapping` writes them.
-SECTIONS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(Config) if f.name != "source")
+SECTIONS: tuple[str, ...] = tuple(
+    f.name for f in dataclasses.fields(Config) if f.name not in ("source", "created_in")
+)
 
 #: The dataclass of each section but ``priors``.
 SECTION_TYPES: dict[str, type[Any]] = {

@@ -223,7 +223,7 @@ def _chain_status(
     states: dict[str, str],
 ) -> ChainStatus:
     """One chain's row: its commit record and progress, and its node job's state."""
-    chains = RunDir.of(config)
+    chains = rdir  # the directory named, wherever the run was created
     side = chains.commit_record(chain)
     ckpt = chains.checkpoint(chain)
     iteration = ckpt.iteration if ckpt else 0
