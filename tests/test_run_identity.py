@@ -1,3 +1,4 @@
+# ruff: noqa: F811  (the events fixture is imported from test_runner, as pytest needs)
 """A run's identity travels with its directory: copies and moves resume where they are, a copy
 never writes into the original, a resume on changed events is refused, and ``--overwrite``
 never replaces the config of a run whose chains are running."""
@@ -19,7 +20,7 @@ from hawkes_cli.errors import StorageError
 from hawkes_cli.rundir import RunDir
 from hawkes_cli.runner import run_chain
 from hawkes_cli.storage import read_chain, read_sidecar
-from tests.test_runner import StopAfter, events, write_config  # noqa: F401 (fixture)
+from tests.test_runner import StopAfter, events, write_config  # noqa: F401
 
 pytestmark = pytest.mark.opencl
 
