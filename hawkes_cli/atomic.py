@@ -10,7 +10,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from collections.abc import Iterator
+import shutil
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +68,64 @@ def replacing(path: str | Path, *, make_parents: bool = False) -> Iterator[Path]
             tmp.unlink()
         raise
     fsync_dir(path.parent)
+
+
+class ForeignFilesError(FileExistsError):
+    """A folder to be replaced holds files its writer did not make (``names``)."""
+
+    def __init__(self, path: Path, names: list[str]) -> None:
+        super().__init__(f"{path} holds files hawkes did not write there: {', '.join(names)}")
+        self.path, self.names = path, names
+
+
+@contextlib.contextmanager
+def replacing_folder(path: str | Path, *, owns: Callable[[str], bool]) -> Iterator[Path]:
+    """Context manager: write a set of files into the yielded fresh folder, then swap it in.
+
+    The folder is a hidden sibling of ``path``. On a clean exit it replaces ``path`` whole
+    (the old folder is renamed aside, then removed), so ``path`` holds one complete set of
+    files or, if the process dies between the two renames, none (the previous set then waits
+    in ``.NAME.PID.old``); never a mix of two runs. On an exception the new folder is removed
+    and ``path`` is untouched.
+
+    Parameters
+    ----------
+    path
+        The output folder (created with its parents if missing).
+    owns
+        Whether a file name is one this writer makes: an existing ``path`` holding any other
+        name is refused before anything is written.
+
+    Raises
+    ------
+    ForeignFilesError
+        ``path`` holds files (or folders) ``owns`` does not claim.
+    NotADirectoryError
+        ``path`` exists and is not a folder.
+    """
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise NotADirectoryError(f"{path} is a file, not a folder")
+    if path.is_dir():
+        foreign = sorted(p.name for p in path.iterdir() if p.is_dir() or not owns(p.name))
+        if foreign:
+            raise ForeignFilesError(path, foreign)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    old = path.with_name(f".{path.name}.{os.getpid()}.old")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    try:
+        yield tmp
+        fsync_dir(tmp)
+        if path.exists():
+            os.replace(path, old)
+        os.replace(tmp, path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    fsync_dir(path.parent)
+    shutil.rmtree(old, ignore_errors=True)
 
 
 def write_bytes(path: str | Path, data: bytes, *, make_parents: bool = False) -> None:

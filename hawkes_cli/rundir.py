@@ -25,8 +25,9 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import math
+import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -34,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 from . import atomic
 from .config.load import CONFIG_NAME, header_sha256, resolved_text
 from .errors import StorageError, UsageError
-from .storage import read_chain, read_sidecar, sidecar_path, writer_holder
+from .storage import FORMAT_NAME, read_chain, read_sidecar, sidecar_path, writer_holder
 
 if TYPE_CHECKING:  # pragma: no cover
     from .config import Config
@@ -250,6 +251,60 @@ class Progress:
         return cls(
             **{k: data[k] for k in known if k in data},
             extra={k: v for k, v in data.items() if k not in known},
+        )
+
+
+# --------------------------------------------------------------------------- output guards
+
+
+def _is_run_config(path: Path) -> bool:
+    """Whether ``path`` is a run directory's resolved config (its ``# sha256:`` header)."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            return header_sha256(fh.readline()) is not None
+    except OSError:
+        return False
+
+
+def _is_chain_file(path: Path) -> bool:
+    import h5py
+
+    try:
+        with h5py.File(path, "r") as f:
+            return f.attrs.get("format") in (FORMAT_NAME, FORMAT_NAME.encode())
+    except (OSError, ValueError):
+        return False
+
+
+def output_problem(path: str | Path, inputs: Iterable[str | Path] = ()) -> str | None:
+    """Why an output path must not be written, or None when it may.
+
+    Refused: one of ``inputs`` (events, polygons), a run directory itself or its own files
+    (``config.yaml``, ``chains/``, ``logs/``, ``slurm/``), and any hawkes chain file.
+    """
+    real = Path(os.path.realpath(Path(path).expanduser()))
+    for given in inputs:
+        if real == Path(os.path.realpath(Path(given).expanduser())):
+            return f"it is an input of this command ({given})"
+    for d in (real, *list(real.parents)[:3]):
+        if not _is_run_config(d / CONFIG_NAME):
+            continue
+        if d == real:
+            return f"it is the run directory {d}"
+        top = real.relative_to(d).parts[0]
+        if top in (CONFIG_NAME, CHAINS_DIR, LOGS_DIR, SLURM_DIR):
+            return f"it is one of the run's own files ({d / top})"
+    if real.is_file() and _is_chain_file(real):
+        return "it is a hawkes chain file"
+    return None
+
+
+def refuse_output(path: str | Path, what: str, inputs: Iterable[str | Path] = ()) -> None:
+    """Raise :class:`UsageError` when :func:`output_problem` finds a reason."""
+    why = output_problem(path, inputs)
+    if why is not None:
+        raise UsageError(
+            f"refusing to write {what} to {path}: {why}; choose another path (nothing written)"
         )
 
 

@@ -116,6 +116,9 @@ def diagnose(
     setup_logging(verbose)
     if as_json and as_csv:
         raise UsageError("choose one of --json and --csv")
+    if date is not None and gof_dir is None:
+        raise UsageError("--date needs --gof DIR")
+    _check_outputs(run_dir, (events, gof_counties), netcdf=netcdf, plots=plots, gof=gof_dir)
     opts = dg.DiagnoseOptions(
         burn=burn, thin=thin, counties=tuple(counties), strict=strict, events=events
     )
@@ -153,8 +156,30 @@ def diagnose(
         )
         for name in gof["files"]:
             click.echo(f"wrote {Path(gof_dir) / name}", err=True)
-    elif date is not None:
-        raise UsageError("--date needs --gof DIR")
     code = dg.exit_code(report)
     if code:
         sys.exit(code)
+
+
+def _check_outputs(run_dir: Path, given: tuple[Path | None, ...], **outputs: Path | None) -> None:
+    """Refuse, before any work, output paths that are the run's own files or an input (the
+    run's events and polygons, ``--events``, ``--gof-counties``), or the same path twice."""
+    from ..errors import HawkesError
+    from ..rundir import RunDir, refuse_output
+
+    inputs = [p for p in given if p is not None]
+    try:
+        data = RunDir(run_dir).load_config().data
+        inputs += [p for p in (data.events, data.counties) if p is not None]
+    except HawkesError:
+        pass  # not a run directory: diagnose says so
+    chosen = {name: path for name, path in outputs.items() if path is not None}
+    for name, path in chosen.items():
+        refuse_output(path, f"--{name}", inputs)
+    real = [Path(p).expanduser().absolute() for p in chosen.values()]
+    for a in real:
+        for b in real:
+            if a != b and a.is_relative_to(b):
+                raise UsageError(f"{a} is inside {b}: give the outputs separate paths")
+    if len(set(real)) < len(real):
+        raise UsageError("two outputs share one path: give each its own")

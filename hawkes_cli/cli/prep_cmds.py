@@ -98,7 +98,10 @@ def simulate_cmd(
     """Simulate events from the model (branching representation) into an events file."""
     from ..data import save_events
     from ..model import parse_param_items
+    from ..rundir import refuse_output
     from ..simulate import DensityGrid, simulate
+
+    refuse_output(out, "the events")
 
     given = {item.partition("=")[0].strip() for item in params}
     items = [*params, *(f"{k}={v}" for k, v in _SIMULATE_PARAMS.items() if k not in given)]
@@ -197,8 +200,10 @@ def counties_cmd(
         default_table_path,
         write_ct_zip_table,
     )
+    from ..rundir import refuse_output
 
     out = out or default_table_path()
+    refuse_output(out, "the county table", [p for p in (polygons, population) if p])
     table = build_county_table(
         polygons,
         population,
@@ -360,7 +365,12 @@ def hhs_cmd(
     inside the county polygon. Every dropped row is counted by reason in the metadata.
     """
     from ..prep import HHSOptions, prepare_hhs
+    from ..rundir import refuse_output
 
+    inputs = [p for p in (facility, counties, polygons) if p is not None]
+    refuse_output(out, "the cases", inputs)
+    if polygons_out is not None:
+        refuse_output(polygons_out, "--polygons-out", [*inputs, out])
     options = HHSOptions(
         n=n,
         seed=seed,

@@ -211,12 +211,10 @@ def write_netcdf(
     """
     path = Path(path)
     idata = to_inference_data(source, options)
-    if not path.parent.is_dir():
-        raise UsageError(f"cannot write {path}: folder {path.parent} does not exist")
     try:
-        with atomic.replacing(path) as tmp:
+        with atomic.replacing(path, make_parents=True) as tmp:
             idata.to_netcdf(str(tmp))
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RuntimeError) as exc:  # h5py/netCDF4 raise RuntimeError too
         raise UsageError(f"cannot write the netCDF file {path}: {exc}") from exc
     log.info("wrote %s", path)
     return path

@@ -171,6 +171,16 @@ def save_png(fig: Any, path: Path, dpi: int = 100) -> Path:
     return path
 
 
+_FIGURES = (
+    (_trace, "trace.png"),
+    (_rank, "rank.png"),
+    (_posterior, "posterior.png"),
+)
+
+#: The files ``--plots`` writes: the only names an existing plot folder may hold.
+PLOT_FILES = frozenset(name for _, name in _FIGURES)
+
+
 def write_plots(
     source: Source,
     options: DiagnoseOptions | None,
@@ -198,19 +208,22 @@ def write_plots(
     Figure = _figure_class()
     draws, opts = draws_of(source, options)
     out_dir = Path(out_dir)
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UsageError(f"cannot create the plot folder {out_dir}: {exc}") from exc
     p = _plotting(draws, opts)
-    figures = (
-        (_trace, "trace.png"),
-        (_rank, "rank.png"),
-        (_posterior, "posterior.png"),
-    )
     written: list[Path] = []
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        for make, filename in figures:
-            written.append(save_png(make(p, Figure), out_dir / filename))
+    try:
+        with (
+            atomic.replacing_folder(out_dir, owns=PLOT_FILES.__contains__) as tmp,
+            warnings.catch_warnings(),
+        ):
+            warnings.simplefilter("ignore")
+            for make, filename in _FIGURES:
+                save_png(make(p, Figure), tmp / filename)
+                written.append(out_dir / filename)
+    except atomic.ForeignFilesError as exc:
+        raise UsageError(
+            f"--plots {out_dir}: the folder holds files --plots does not write "
+            f"({', '.join(exc.names[:5])}); give a new or empty folder (nothing written)"
+        ) from None
+    except OSError as exc:
+        raise UsageError(f"cannot write the plots into {out_dir}: {exc}") from exc
     return written

@@ -169,8 +169,22 @@ def _date_time(date: str, data: Any) -> float:
     return float((day - dt.date.fromisoformat(str(origin))).days)
 
 
+#: Every file name ``--gof`` writes: the only names an existing output folder may hold.
+GOF_FILES = frozenset(
+    {
+        "events.csv", "events.h5", "weekly.csv", "qq.png", "counts.png", "counties.csv",
+        "lengthscales.csv", "map_cases.png", "map_pearson.png", "map_triggered.png",
+        "map_lengthscale.png", "map_intensity.png", "gof.json",
+    }
+)  # fmt: skip
+
+
 def run_gof(run_dir: Path, out_dir: Path, opts: GofOptions | None = None) -> dict[str, Any]:
     """Compute the goodness-of-fit files of a run (module docstring) into ``out_dir``.
+
+    The files are written into a fresh hidden folder beside ``out_dir`` and swapped in whole
+    at the end (:func:`hawkes_cli.atomic.replacing_folder`): an interrupted run leaves the
+    previous set as it was, never a mix of two.
 
     Returns
     -------
@@ -180,8 +194,23 @@ def run_gof(run_dir: Path, out_dir: Path, opts: GofOptions | None = None) -> dic
     Raises
     ------
     UsageError, ConfigError, EventsError, StorageError
-        Not a run directory, no draws, unreadable events or polygons, a bad option.
+        Not a run directory, no draws, unreadable events or polygons, a bad option, or an
+        ``out_dir`` holding files ``--gof`` does not write.
     """
+    try:
+        with atomic.replacing_folder(out_dir, owns=GOF_FILES.__contains__) as tmp:
+            return _write_gof(Path(run_dir), tmp, opts)
+    except atomic.ForeignFilesError as exc:
+        raise UsageError(
+            f"--gof {out_dir}: the folder holds files --gof does not write "
+            f"({', '.join(exc.names[:5])}); give a new or empty folder (nothing written)"
+        ) from None
+    except NotADirectoryError:
+        raise UsageError(f"--gof {out_dir}: is a file, not a folder") from None
+
+
+def _write_gof(run_dir: Path, out_dir: Path, opts: GofOptions | None) -> dict[str, Any]:
+    """:func:`run_gof` into ``out_dir`` (a fresh folder)."""
     from ..data import load_events, resolve_area
     from ..diagnostics import derived
     from ..rundir import RunDir
