@@ -40,6 +40,7 @@ import numpy as np
 
 from . import atomic
 from .errors import ConfigError, EventsError, UsageError
+from .vocab import DATA_LIMIT
 
 log = logging.getLogger(__name__)
 
@@ -266,6 +267,17 @@ def _check_finite(path: Path, column: str, arr: np.ndarray, where: Locator) -> N
         )
 
 
+def _check_magnitude(path: Path, column: str, arr: np.ndarray, where: Locator) -> None:
+    bad = np.flatnonzero(np.abs(arr) > DATA_LIMIT)
+    if bad.size:
+        i = int(bad[0])
+        raise EventsError(
+            f"{path}: column {column!r}, {where(i)}: value {arr[i]:g} is beyond +-{DATA_LIMIT:g} "
+            f"({bad.size} such row(s)), where the engines' float32 pair terms overflow; use "
+            "days, degrees or metres (or rescale the column)"
+        )
+
+
 def _normalise_fips(path: Path, texts: list[str], where: Locator) -> np.ndarray:
     """FIPS texts -> ``<U5`` zero-padded codes; anything but 1-5 digits is an error."""
     out = np.empty(len(texts), dtype=FIPS_DTYPE)
@@ -295,6 +307,7 @@ def _build(
     time, x, y = columns["time"], columns["x"], columns["y"]
     for name in REQUIRED_COLUMNS:
         _check_finite(path, name, columns[name], where)
+        _check_magnitude(path, name, columns[name], where)
     negative = np.flatnonzero(time < 0)
     if negative.size:
         i = int(negative[0])
@@ -305,13 +318,14 @@ def _build(
         )
     density = columns.get("density")
     if density is not None and density_problem is None:
-        bad = np.flatnonzero(~(np.isfinite(density) & (density > 0)))
+        ok = np.isfinite(density) & (density >= 1.0 / DATA_LIMIT) & (density <= DATA_LIMIT)
+        bad = np.flatnonzero(~ok)
         if bad.size:
             i = int(bad[0])
             density_problem = (
                 f"{path}: column 'density', {where(i)}: value {density[i]} is not a positive "
                 f"finite density ({bad.size} such row(s)); densities are persons per square "
-                f"mile and must be > 0"
+                f"mile, between {1.0 / DATA_LIMIT:g} and {DATA_LIMIT:g}"
             )
     if density_problem is not None:
         if need_density:

@@ -115,3 +115,9 @@ LAND_UNITS: tuple[str, ...] = ("m2", "sqmi")
 #: How a Slurm node starts a chain's ranks (``submit --launcher``): srun inside an allocation,
 #: mpiexec (the mpich wheel's Hydra), or auto (srun when there is one).
 LAUNCHERS: tuple[str, ...] = ("auto", "srun", "mpiexec")
+
+#: Largest magnitude of an event's time or coordinates, and of a county density (whose
+#: smallest value is its inverse), that an events file may hold: beyond it float32 pair terms
+#: (squared distances, ``sigma_x / sqrt(density)``) leave the float range. Real data (days,
+#: degrees, projected metres, persons per square mile) lie many decades inside.
+DATA_LIMIT = 1e15

@@ -87,6 +87,7 @@ def loglik_cmd(
     """
     from ..data import load_events
     from ..engine import make_likelihood
+    from ..engine.base import out_of_range
     from ..model import parse_param_items
     from ..parallel import world_comm
 
@@ -94,6 +95,9 @@ def loglik_cmd(
     if problem is not None:
         raise UsageError(problem)
     p = parse_param_items(params)
+    why = out_of_range(p)
+    if why is not None:
+        raise UsageError(f"{why.partition(';')[0]}: the log-likelihood would be -inf")
     comm = world_comm()
     data = load_events(events, need_density=(model == "2"))
     area = _resolve_area(area, data.attrs, events)
@@ -123,6 +127,11 @@ def loglik_cmd(
             + (f", device {device!r}" if device else "")
             + "): a device that computes NaN cannot be trusted; run `hawkes-run devices "
             "--check`, choose another device with --device, or compare with --engine reference"
+        )
+    if not math.isfinite(value):  # never printed as an answer
+        raise DeviceError(
+            f"the log-likelihood is {value} at {p} (engine {engine_name}): no finite answer; "
+            "compare with --engine reference and run `hawkes-run devices --check`"
         )
     path = getattr(lik.backend, "path", "")
     if comm.rank != 0:
