@@ -72,7 +72,7 @@ from .config import Config
 from .data import EventData, load_events, resolve_area
 from .distributed import ChainRank, DistributedLikelihood, serve
 from .engine import Likelihood, make_likelihood
-from .errors import ConfigError, StorageError, UsageError
+from .errors import ConfigError, Interrupted, StorageError, UsageError
 from .parallel import Comm, SerialComm
 from .posterior import Density, LogPosterior, ScaledLikelihood, to_theta
 from .resample import LocationStream, make_resampler
@@ -131,6 +131,11 @@ class StopFlag:
             log.warning("the launcher (pid %d) is gone; stopping", self.launcher)
             self.signum = signal.SIGHUP
         return self.signum is not None
+
+    def requested(self) -> bool:
+        """Whether a stop was requested, read anywhere (not only at a boundary): the fast start
+        polls it between evaluations."""
+        return StopFlag.__bool__(self)
 
     def install(self, signals: tuple[int, ...] | None = None) -> None:
         """Route SIGTERM, SIGINT, SIGHUP and SIGUSR1 (Slurm's warning signal) to :meth:`set`.
@@ -561,7 +566,11 @@ def _fast_start(
 
     key = start_key(config.sha256, setup.rank.comm.size, setup.data)
     shared, reused = shared_start(
-        RunDir.of(config).start_path, key, compute, chain_id=setup.chain_id
+        RunDir.of(config).start_path,
+        key,
+        compute,
+        chain_id=setup.chain_id,
+        should_stop=lambda: _stop_requested(setup),
     )
     if reused:
         likelihood.restore(None, shared.truncation)
@@ -573,6 +582,27 @@ def _fast_start(
             _natural(shared.result.theta),
         )
     return shared.result
+
+
+def _stop_requested(setup: ChainSetup) -> bool:
+    stop = setup.rank.stop
+    requested = getattr(stop, "requested", None)
+    return bool(requested()) if callable(requested) else bool(stop)
+
+
+def _stoppable(log_post: Callable[[np.ndarray], float], setup: ChainSetup) -> Callable:
+    """``log_post`` that raises :class:`Interrupted` once this rank's stop flag is set, so a
+    signal stops the fast start within one evaluation (nothing is committed before it ends)."""
+
+    def evaluate(theta: np.ndarray) -> float:
+        if _stop_requested(setup):
+            raise Interrupted(
+                f"chain {setup.chain_id}: stopped during the fast start; nothing was committed, "
+                "run again to resume (the search starts over)"
+            )
+        return log_post(theta)
+
+    return evaluate
 
 
 def _search_start(
@@ -603,9 +633,9 @@ def _search_start(
     moved = likelihood.use_search_locations()
     try:
         result = find_start(
-            posterior,
+            _stoppable(posterior, setup),
             to_theta(setup.initial),
-            subsample_log_post=search,
+            subsample_log_post=_stoppable(search, setup),
             tau_index=tau_index,
             tau_starts=tau_starts,
             cheap=cheap,

@@ -90,6 +90,10 @@ def tolerance_problem(value: float, name: str = "engine.tolerance") -> str | Non
 #: Set by ``hawkes-run local`` to its pid in each chain's environment: the chain stops (commits
 #: and exits) when its parent is no longer that process.
 LAUNCHER_PID_ENV = "HAWKES_LAUNCHER_PID"
+#: Environment variable: seconds a chain waits for another chain's fast start (the holder of
+#: ``chains/start.lock``) before it gives up with an error; default :data:`START_WAIT_SECONDS`.
+START_WAIT_ENV = "HAWKES_START_WAIT"
+START_WAIT_SECONDS = 3600.0
 
 #: Exit code of a chain (or launcher) that stopped on request after committing its draws
 #: (SIGTERM, SIGINT, SIGUSR1): EX_TEMPFAIL, "run again to resume".

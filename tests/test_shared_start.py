@@ -23,7 +23,8 @@ from tests.test_runner import TIERED, draws, events, write_config  # noqa: F401 
 
 def _result(x: float) -> StartResult:
     return StartResult(
-        theta=(x, 0.0, 0.0, 0.0, 0.0), log_post=-1.0, cov=((1.0,),), hessian="none",
+        theta=(x, 0.0, 0.0, 0.0, 0.0), log_post=-1.0, cov=tuple(map(tuple, np.eye(5))),
+        hessian="none",
         n_clipped=0, n_sub_evals=1, n_full_evals=1, seconds=0.5, modes=(),
     )  # fmt: skip
 
@@ -117,3 +118,114 @@ def test_a_chain_reading_the_shared_start_draws_as_if_it_had_searched(tmp_path, 
     want_ckpt = read_sidecar(RunDir(solo.output.run_dir).chain_path(1))["checkpoint"]
     assert ckpt["truncation"] == want_ckpt["truncation"]
     assert ckpt["start"]["theta"] == want_ckpt["start"]["theta"]
+
+
+def _written(tmp_path, result: StartResult | None = None):
+    path = tmp_path / "start.json"
+    shared = SharedStart(result or _result(1.0), None, 0)
+    path.write_text(json.dumps(shared.to_json("k1")))
+    return path
+
+
+def _again(path, chain: int = 1) -> tuple[SharedStart, bool]:
+    return shared_start(path, "k1", lambda: SharedStart(_result(9.0), None, chain), chain_id=chain)
+
+
+def test_a_damaged_start_file_is_searched_again_with_a_warning(tmp_path, caplog):
+    path = _written(tmp_path)
+    assert _again(path)[1]  # intact: reused
+    text = path.read_text()
+    path.write_text(text.replace('"log_post": -1.0', '"log_post": -1.5'))  # one digit flipped
+    shared, reused = _again(path)
+    assert not reused and shared.result.theta[0] == 9.0
+    assert "sha256 does not match" in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        ({"theta": (float("nan"), 0.0, 0.0, 0.0, 0.0)}, "not finite"),
+        ({"cov": tuple(map(tuple, -np.eye(5)))}, "not positive definite"),
+        ({"cov": tuple(map(tuple, np.triu(np.ones((5, 5)))))}, "not symmetric"),
+    ],
+)
+def test_a_start_that_cannot_start_a_sampler_is_searched_again(tmp_path, caplog, change, why):
+    """A file whose checksum is right (written so) but whose mode or curvature is unusable:
+    never a traceback in every chain, a WARNING and a new search."""
+    bad = dataclasses.replace(_result(1.0), **change)
+    path = tmp_path / "start.json"
+    path.write_text(json.dumps(SharedStart(bad, None, 0).to_json("k1")))  # NaN as JSON's NaN
+    shared, reused = _again(path)
+    assert not reused and shared.result.theta[0] == 9.0
+    assert "ignoring the shared start" in caplog.text and why in caplog.text
+
+
+def _hold(lock, text: str) -> int:
+    import fcntl
+    import os
+
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    os.pwrite(fd, text.encode(), 0)
+    return fd
+
+
+def test_a_hung_holder_of_the_start_lock_is_named_and_given_up_on(tmp_path, monkeypatch):
+    import os
+
+    from hawkes_cli.errors import StorageError
+
+    fd = _hold(tmp_path / "start.lock", "chain 3, pid 4242 on nodeX, since 2026-01-01T00:00:00Z")
+    try:
+        monkeypatch.setenv("HAWKES_START_WAIT", "0.5")
+        t0 = time.monotonic()
+        with pytest.raises(StorageError, match=r"gave up after 1 s .*chain 3, pid 4242 on nodeX"):
+            _again(tmp_path / "start.json")
+        assert time.monotonic() - t0 < 5
+        monkeypatch.setenv("HAWKES_START_WAIT", "soon")
+        with pytest.raises(StorageError, match="HAWKES_START_WAIT='soon'"):
+            _again(tmp_path / "start.json")
+    finally:
+        os.close(fd)
+    monkeypatch.delenv("HAWKES_START_WAIT")
+    assert not _again(tmp_path / "start.json")[1]  # released: this chain searches
+
+
+def test_a_stop_request_ends_the_wait_at_once(tmp_path):
+    import os
+
+    from hawkes_cli.errors import Interrupted
+
+    fd = _hold(tmp_path / "start.lock", "chain 0")
+    try:
+        with pytest.raises(Interrupted, match="stopped while waiting"):
+            shared_start(tmp_path / "start.json", "k1", lambda: None, chain_id=2,
+                         should_stop=lambda: True)  # fmt: skip
+    finally:
+        os.close(fd)
+
+
+def test_a_stop_request_ends_the_search_within_an_evaluation(tmp_path, events):  # noqa: F811
+    """A signal during the fast start stops it at the next evaluation (not when the search
+    ends): exit as stopped, nothing committed; the next run searches and runs to the end."""
+    from hawkes_cli.errors import Interrupted
+    from hawkes_cli.runner import StopFlag
+
+    class StopInSearch(StopFlag):
+        def __init__(self) -> None:
+            super().__init__()
+            self.polls = 0
+
+        def requested(self) -> bool:
+            self.polls += 1
+            return self.polls > 5  # the sixth evaluation of the search
+
+    cfg = load_config(write_config(tmp_path, events, "stop", **TIERED))
+    stop = StopInSearch()
+    with pytest.raises(Interrupted, match="stopped during the fast start"):
+        run_chain(cfg, 0, stop=stop)
+    assert stop.polls == 6
+    assert not RunDir(cfg.output.run_dir).start_path.exists()
+    side = read_sidecar(RunDir(cfg.output.run_dir).chain_path(0))
+    assert side is None or side["draws"] == 0
+    assert run_chain(cfg, 0).finished
