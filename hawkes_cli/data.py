@@ -39,7 +39,7 @@ from typing import IO, Any
 import numpy as np
 
 from . import atomic
-from .errors import ConfigError, EventsError, UsageError
+from .errors import ConfigError, EventsError, UsageError, io_cause
 from .vocab import DATA_LIMIT
 
 log = logging.getLogger(__name__)
@@ -812,9 +812,9 @@ def save_events(
                 _write_hdf5(data, str(tmp))
             if finish is not None:
                 finish(tmp)
-    except OSError as exc:
+    except (OSError, RuntimeError) as exc:  # h5py raises RuntimeError for failed writes too
         raise EventsError(
-            f"{p}: writing the events file failed ({exc.strerror or exc}); nothing was "
+            f"{p}: writing the events file failed ({io_cause(exc)}); nothing was "
             f"written — check free space and permissions"
         ) from exc
     log.info("wrote %d events to %s", data.n, p)

@@ -6,6 +6,10 @@ below the CLI prints or exits.
 
 from __future__ import annotations
 
+import re
+import sys
+from typing import Any
+
 from .vocab import EXIT_STOPPED
 
 
@@ -68,3 +72,43 @@ class Interrupted(HawkesError):
     """A run stopped on request (signal) after committing its draws."""
 
     exit_code = EXIT_STOPPED
+
+
+_HDF5_WRITE_FAILED: list[bool] = [False]
+
+
+def note_hdf5_write_failure() -> None:
+    """Remember that an HDF5 write failed in this process (a full disk, a refused write).
+
+    The HDF5 library then cannot close the file cleanly, and its clean-up at interpreter exit
+    can crash (a segmentation fault after the error line). The CLI ends such a process with
+    ``os._exit`` once it has printed the error (:func:`hdf5_write_failed`); everything a
+    commit made durable was fsynced before. The messages of the objects h5py then fails to
+    free are dropped (they repeat the error already reported).
+    """
+    _HDF5_WRITE_FAILED[0] = True
+    default = sys.unraisablehook
+
+    def quiet(unraisable: Any) -> None:
+        if not isinstance(unraisable.exc_value, RuntimeError):
+            default(unraisable)
+
+    sys.unraisablehook = quiet
+
+
+def hdf5_write_failed() -> bool:
+    """Whether :func:`note_hdf5_write_failure` was called in this process."""
+    return _HDF5_WRITE_FAILED[0]
+
+
+def io_cause(exc: BaseException) -> str:
+    """The cause of an I/O failure in a few words: the OS's message for an ``OSError`` with an
+    errno, the ``error message`` HDF5 puts into the ``RuntimeError`` h5py raises (e.g. "No
+    space left on device"), else the first line of the message."""
+    text = str(exc)
+    m = re.search(r"error message = '([^']+)'", text)
+    if m:
+        return m.group(1)
+    if isinstance(exc, OSError) and exc.errno and exc.strerror:
+        return exc.strerror
+    return (text.splitlines() or [type(exc).__name__])[0]

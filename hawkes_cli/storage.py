@@ -47,7 +47,7 @@ import h5py
 import numpy as np
 
 from . import __version__, atomic
-from .errors import StorageError
+from .errors import StorageError, hdf5_write_failed, io_cause, note_hdf5_write_failure
 
 try:  # POSIX only; without it the writer runs unlocked (with a warning)
     import fcntl
@@ -500,6 +500,31 @@ def _check_record_integrity(data: Mapping[str, Any], side: Path) -> None:
         raise StorageError(f"checkpoint {side}: its draws fingerprint is malformed")
 
 
+#: HDF5 files left open after a failed write (see :func:`_close_quietly`).
+_UNCLOSABLE: list[Any] = []
+
+
+def _close_quietly(h5file: h5py.File, path: Path) -> None:
+    """Close an HDF5 file whose writes may have failed (a full disk).
+
+    After a failed write in this process the file is not closed at all: HDF5 would try to
+    flush it again and h5py print a traceback per object it cannot free. It is kept open
+    until the process ends (the CLI then exits with ``os._exit``,
+    :func:`~hawkes_cli.errors.note_hdf5_write_failure`); what a commit made durable was
+    fsynced before. A failure of the close itself is logged, never raised over the error that
+    led here.
+    """
+    if not hdf5_write_failed():
+        try:
+            h5file.close()
+            return
+        except (OSError, RuntimeError) as exc:
+            note_hdf5_write_failure()
+            logger.warning("could not close %s (%s)", path, io_cause(exc))
+    _UNCLOSABLE.append(h5file)
+    logger.debug("left %s open after a failed write; its committed draws are intact", path)
+
+
 @contextlib.contextmanager
 def _h5_errors(path: Path) -> Iterator[None]:
     """Turn the errors h5py raises on a damaged file into a :class:`StorageError`."""
@@ -779,17 +804,18 @@ def _create_file(
     """
     try:
         with atomic.replacing(path) as tmp:
-            try:
-                h5file = h5py.File(tmp, "w", libver="latest", **_h5_kwargs())
-            except OSError as exc:
-                raise StorageError(f"cannot create chain file {tmp}: {exc}") from exc
+            h5file = h5py.File(tmp, "w", libver="latest", **_h5_kwargs())
             try:
                 _write_layout(h5file, meta, rows)
             except BaseException:
-                h5file.close()
+                _close_quietly(h5file, path)
                 raise
-    except OSError as exc:
-        raise StorageError(f"cannot write chain file {path}: {exc}") from exc
+    except (OSError, RuntimeError) as exc:  # h5py raises RuntimeError for failed writes too
+        note_hdf5_write_failure()
+        raise StorageError(
+            f"cannot write chain file {path}: {io_cause(exc)}; nothing committed was lost: "
+            "free disk space (or fix the folder's permissions) and run again"
+        ) from exc
     return h5file
 
 
@@ -1099,10 +1125,12 @@ class ChainWriter:
                 h5file.flush()
                 _fsync_h5(h5file)
             atomic.write_json(sidecar_path(self._path), record)
-        except OSError as exc:
+        except (OSError, RuntimeError) as exc:  # h5py raises RuntimeError for failed writes
+            note_hdf5_write_failure()
             raise StorageError(
-                f"cannot commit draws to {self._path} ({exc}); the last commit ({n0} draws) "
-                "is intact: fix the problem (e.g. free disk space) and resume"
+                f"cannot commit draws to {self._path}: {io_cause(exc)}; the last commit ({n0} "
+                "draws) is intact: free disk space (or fix the file system) and run again to "
+                "resume"
             ) from exc
         self._n_committed = n1
         self._n_pending = 0
@@ -1119,8 +1147,11 @@ class ChainWriter:
                 "closing %s with %d uncommitted draws (dropped)", self._path, self._n_pending
             )
         h5file, self._file = self._file, None
+        datasets, self._datasets = self._datasets, {}
+        if hdf5_write_failed():
+            _UNCLOSABLE.append(datasets)  # freeing them would make HDF5 flush again
         try:
-            h5file.close()
+            _close_quietly(h5file, self._path)
         finally:
             self._lock.release()
 

@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 import click
 
 from .. import __version__
-from ..errors import HawkesError
+from ..errors import HawkesError, hdf5_write_failed
 from ..vocab import (
     BACKGROUNDS,
     DEFAULT_BACKGROUND,
@@ -97,7 +97,7 @@ def run_guarded(command: click.Command) -> Callable[[], None]:
             rank = world_rank()
             where = f" (rank {rank})" if rank else ""
             click.echo(f"error{where}: {exc}", err=True)
-            sys.exit(exc.exit_code)
+            _exit(exc.exit_code)
         except click.exceptions.Abort:
             click.echo("aborted", err=True)
             sys.exit(130)
@@ -113,9 +113,19 @@ def run_guarded(command: click.Command) -> Callable[[], None]:
             logging.getLogger(__name__).debug("file operation failed", exc_info=True)
             what = f": {exc.filename}" if exc.filename else ""
             click.echo(f"error: {exc.strerror or exc}{what}; check the path and the disk", err=True)
-            sys.exit(1)
+            _exit(1)
 
     return main
+
+
+def _exit(code: int) -> None:
+    """``sys.exit(code)``; after a failed HDF5 write, ``os._exit`` (the library's clean-up at
+    exit can crash then: :func:`~hawkes_cli.errors.note_hdf5_write_failure`)."""
+    if hdf5_write_failed():
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
 
 
 # --------------------------------------------------------------------------- shared options
