@@ -10,13 +10,14 @@ import csv
 import io
 import logging
 import math
+import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .. import atomic
-from ..errors import UsageError
+from ..errors import UsageError, io_cause, note_hdf5_write_failure
 from .api import load_draws
 from .options import DiagnoseOptions
 from .records import STAT_FIELDS, Draws, Report
@@ -185,6 +186,19 @@ def to_inference_data(
     return idata
 
 
+def _check_room(path: Path, nbytes: int) -> None:
+    """Refuse before writing when the folder has clearly too little space (a full disk is
+    better said up front than met inside the netCDF library, which cannot clean up after it)."""
+    folder = next((p for p in (path.parent, *path.parents) if p.exists()), Path("."))
+    free = shutil.disk_usage(folder).free
+    need = int(1.2 * nbytes) + 256 * 1024  # arrays plus the format's metadata and chunk index
+    if free < need:
+        raise UsageError(
+            f"cannot write the netCDF file {path}: No space left on device ({free:,} bytes "
+            f"free in {folder}, about {need:,} needed); free some space or choose another path"
+        )
+
+
 def write_netcdf(
     source: Source,
     path: Path,
@@ -211,10 +225,13 @@ def write_netcdf(
     """
     path = Path(path)
     idata = to_inference_data(source, options)
+    _check_room(path, sum(int(idata[g].nbytes) for g in idata.groups()))
     try:
         with atomic.replacing(path, make_parents=True) as tmp:
             idata.to_netcdf(str(tmp))
     except (OSError, ValueError, RuntimeError) as exc:  # h5py/netCDF4 raise RuntimeError too
-        raise UsageError(f"cannot write the netCDF file {path}: {exc}") from exc
+        if not isinstance(exc, ValueError):
+            note_hdf5_write_failure()
+        raise UsageError(f"cannot write the netCDF file {path}: {io_cause(exc)}") from exc
     log.info("wrote %s", path)
     return path
