@@ -416,3 +416,57 @@ def test_components_gathered_over_three_ranks_equal_serial(tmp_path):
     # numpy's pairwise sums may round differently in the last bit
     np.testing.assert_allclose(got["B"], B, rtol=1e-14, atol=0)
     np.testing.assert_allclose(got["E"], E, rtol=1e-14, atol=0)
+
+
+def _polygons_file(path: Path, geoms) -> Path:
+    from hawkes_cli.counties import write_polygons
+    from hawkes_cli.geo import PolygonLayer
+
+    keys, _ = grid_locator()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        write_polygons(PolygonLayer(keys=keys, geoms=np.asarray(geoms), fields={}, crs=None,
+                                    path=""), path)  # fmt: skip
+    return path
+
+
+@pytest.mark.parametrize("how", ["elsewhere", "too large"])
+def test_polygons_that_do_not_describe_the_events_are_skipped(run_dir, tmp_path, caplog, how):
+    """Polygons holding few of the events (coordinates of another system), or covering more
+    than the study area: no county files or maps, never a negative expected count; the
+    events' own outputs are still written."""
+    import shapely
+
+    run, _ = run_dir
+    _, geoms = grid_locator()
+    if how == "elsewhere":
+        moved = shapely.transform(geoms, lambda xy: xy + 1000.0)
+        why = "only 0.0% of the events lie inside the 16 polygons"
+    else:  # 3x the study square around it: every event inside, 9x the area
+        moved = shapely.transform(geoms, lambda xy: 3.0 * xy - 10.0)
+        why = "more than the study area"
+    polygons = _polygons_file(tmp_path / f"{how.replace(' ', '_')}.gpkg", moved)
+    out = tmp_path / "gof"
+    summary = run_gof(run, out, GofOptions(draws=2, counties=polygons))
+    assert why in caplog.text and "county residuals and maps skipped" in caplog.text
+    assert "counties" not in summary
+    names = sorted(p.name for p in out.iterdir())
+    assert not [n for n in names if n.startswith("map_") or n == "counties.csv"], names
+    assert {"events.csv", "weekly.csv", "qq.png", "gof.json"} <= set(names)
+
+
+def test_maps_without_pyproj_use_a_plain_projection(monkeypatch, caplog):
+    """A core install (no pyproj) still draws lon/lat maps, in an equirectangular projection
+    true to scale at 38 N, and says so."""
+    import shapely
+
+    from hawkes_cli.gof import figures
+
+    monkeypatch.setitem(sys.modules, "pyproj", None)  # import pyproj -> ImportError
+    squares = np.array([shapely.box(-100.0, 38.0, -99.0, 39.0), shapely.box(-90, 30, -89, 31)])
+    base = figures.MapBase(np.array(["20001", "22001"]), squares, True, None)
+    assert "pyproj is not installed" in caplog.text
+    x, _ = base.transformer.transform(np.array([-100.0, -99.0]), np.array([38.0, 38.0]))
+    km_per_degree_at_38 = 111.195 * math.cos(math.radians(38.0))
+    assert (x[1] - x[0]) / 1000 == pytest.approx(km_per_degree_at_38, rel=1e-9)
+    assert base.bounds[2] > base.bounds[0] and base.bounds[3] > base.bounds[1]

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from .. import atomic
-from ..errors import UsageError
+from ..errors import EventsError, UsageError
 from ..model import Params
 from ..vocab import PARAM_NAMES
 
@@ -105,13 +105,64 @@ def _likelihood(config: Any, data: Any, area: float) -> Any:
     return make_likelihood(data, **config.likelihood_options(area))
 
 
-def _polygons(opts: GofOptions, config: Any, lonlat: bool) -> Any | None:
+#: Least share of the events that must lie inside the polygons for county outputs: below it
+#: the polygons are not in the events' coordinates (e.g. a synthetic box read as lon/lat).
+MIN_INSIDE_SHARE = 0.5
+#: Most the polygons' total area may exceed the study area (relative): beyond it the
+#: background's share per county would count area outside the study region.
+MAX_AREA_EXCESS = 0.05
+
+
+def _county_layer(
+    opts: GofOptions, config: Any, data: Any, area: float, crs: str
+) -> tuple[Any, Any, Any]:
+    """The polygons of the county outputs, their locator and each event's polygon index;
+    ``(None, None, None)`` with a WARNING saying why when no polygons describe these events.
+
+    Raises
+    ------
+    EventsError, UsageError
+        Polygons the user named (``--gof-counties``, ``data.counties``) cannot be read.
+    """
     from ..counties import read_polygon_layer
+    from ..diagnostics import derived
+    from . import counties
 
     path = opts.counties or config.data.counties
-    if path is None and not lonlat:
-        return None
-    return read_polygon_layer(path)
+    skipped = "county residuals and maps skipped"
+    if path is None and not derived.is_lonlat(crs):
+        log.warning("no county polygons for coordinates %r: %s; give --gof-counties", crs,
+                    skipped)  # fmt: skip
+        return None, None, None
+    try:
+        layer = read_polygon_layer(path)
+    except EventsError as exc:
+        if path is not None:
+            raise
+        log.warning("the Census county polygons cannot be read (%s): %s", exc, skipped)
+        return None, None, None
+    where = path or "the Census counties"
+    locator = counties.Locator(layer.geoms)
+    event_poly = locator.locate(data.x, data.y)
+    inside = float(np.mean(event_poly >= 0)) if data.n else 0.0
+    if inside < MIN_INSIDE_SHARE:
+        log.warning(
+            "only %.1f%% of the events lie inside the %d polygons of %s: the events' "
+            "coordinates (crs %r) are not those polygons' (lon/lat degrees for the Census "
+            "counties); %s; give --gof-counties with polygons in the events' coordinates",
+            100 * inside, layer.keys.size, where, crs or "unset", skipped,
+        )  # fmt: skip
+        return None, None, None
+    covered = float(_areas(layer.geoms).sum())
+    if covered > (1 + MAX_AREA_EXCESS) * area:
+        log.warning(
+            "the polygons of %s cover %.6g square coordinate units, more than the study area "
+            "%.6g: their background shares would not add up; %s; give polygons of the study "
+            "region or its area (data.area)",
+            where, covered, area, skipped,
+        )  # fmt: skip
+        return None, None, None
+    return layer, locator, event_poly
 
 
 def _csv(path: Path, header: list[str], columns: list[np.ndarray], fmts: list[str]) -> Path:
@@ -238,11 +289,7 @@ def _write_gof(run_dir: Path, out_dir: Path, opts: GofOptions | None) -> dict[st
 
     # polygons first: events' counties group the shares
     t1 = clock.perf_counter()
-    layer = _polygons(opts, config, lonlat)
-    locator = event_poly = None
-    if layer is not None:
-        locator = counties.Locator(layer.geoms)
-        event_poly = locator.locate(data.x, data.y)
+    layer, locator, event_poly = _county_layer(opts, config, data, area, crs)
     timings["locate"] = clock.perf_counter() - t1
 
     # 1. branching probabilities
@@ -441,12 +488,6 @@ def _write_gof(run_dir: Path, out_dir: Path, opts: GofOptions | None) -> dict[st
                     )
                 )
             timings["maps"] = clock.perf_counter() - t1
-    else:
-        log.warning(
-            "no county polygons (coordinates %r): county residuals and maps skipped; "
-            "give --gof-counties",
-            crs,
-        )
     timings["total"] = clock.perf_counter() - t0
     summary["seconds"] = {k: round(v, 3) for k, v in timings.items()}
     summary["files"] = [p.name for p in written] + ["gof.json"]

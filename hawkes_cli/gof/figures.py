@@ -214,6 +214,25 @@ class MapBase:
 
 
 def _transformer(src: str) -> Any:
-    import pyproj
-
+    """lon/lat -> :data:`MAP_CRS` metres; without pyproj (a core install), a plain
+    equirectangular projection at 38 degrees N, in metres, with a WARNING."""
+    try:
+        import pyproj
+    except ImportError:
+        log.warning(
+            "pyproj is not installed: maps are drawn in a plain lon/lat projection "
+            "(pip install 'hawkes[prep]' for the equal-area maps)"
+        )
+        return _Equirectangular()
     return pyproj.Transformer.from_crs(src, MAP_CRS, always_xy=True)
+
+
+class _Equirectangular:
+    """``transform(lon, lat) -> (x, y)`` in metres, true to scale along 38 degrees N."""
+
+    LAT0 = 38.0
+    M_PER_DEG = 111_195.0  # a degree of a great circle on the 6,371 km sphere
+
+    def transform(self, lon: Any, lat: Any) -> tuple[np.ndarray, np.ndarray]:
+        scale = self.M_PER_DEG * np.cos(np.radians(self.LAT0))
+        return np.asarray(lon, dtype=float) * scale, np.asarray(lat, dtype=float) * self.M_PER_DEG
