@@ -15,6 +15,7 @@ import hashlib
 import json
 import logging
 import os
+import shutil
 import sys
 import tempfile
 import warnings
@@ -442,6 +443,32 @@ def compiler_output() -> Iterator[CompilerOutput]:
         log.debug("OpenCL compiler: %s", line)
 
 
+#: Free bytes below which a kernel cache folder is named as the likely cause of a failed build.
+CACHE_LOW_BYTES = 64 * 1024 * 1024
+
+
+def _cache_space_hint() -> str:
+    """A line naming the OpenCL kernel cache folders (PoCL's, pyopencl's) that are nearly full,
+    "" when none is: a full ``$HOME`` makes the compiler fail with no word of disk space."""
+    home = Path.home() / ".cache"
+    folders = [Path(os.environ["POCL_CACHE_DIR"])] if os.environ.get("POCL_CACHE_DIR") else []
+    folders += [home / "pocl", home / "pyopencl", home]
+    for folder in folders:
+        probe = next((p for p in (folder, *folder.parents) if p.exists()), None)
+        if probe is None:
+            continue
+        try:
+            free = shutil.disk_usage(probe).free
+        except OSError:
+            continue
+        if free < CACHE_LOW_BYTES:
+            return (
+                f"\nthe kernel cache folder {folder} has only {free:,} bytes free: free some "
+                "space there, or point POCL_CACHE_DIR (and XDG_CACHE_HOME) at a disk with room"
+            )
+    return ""
+
+
 def build_program(context: Any, precision: str, *, truncated: bool = False) -> Any:
     """Build (once per process, context, precision and variant) the likelihood program.
 
@@ -470,6 +497,7 @@ def build_program(context: Any, precision: str, *, truncated: bool = False) -> A
         name = KERNEL_FILE + (f" + {TRUNCATED_FILE}" if truncated else "")
         said = f"\n{output.text}" if output.text else ""
         hint = f"\n{UNKNOWN_CPU_HINT}" if "unknown target cpu" in f"{exc}{said}".lower() else ""
+        hint += _cache_space_hint()
         raise DeviceError(f"OpenCL build of {name} failed:\n{exc}{said}{hint}") from None
     log.debug("built %s for %s (truncated: %s)", KERNEL_FILE, precision, truncated)
     _PROGRAMS[key] = prog

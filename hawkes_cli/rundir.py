@@ -402,6 +402,19 @@ class RunDir:
                 found.append((int(m.group(1)), p))
         return sorted(found)
 
+    def events_digests(self) -> set[str]:
+        """The events digests (:meth:`~hawkes_cli.data.EventData.digest`) the chain files
+        record; empty for files of versions before the digest was kept.
+
+        Raises
+        ------
+        StorageError
+            A chain file is damaged.
+        """
+        return {
+            str(read_chain(path).attrs.get("events_sha256") or "") for _, path in self.chain_files()
+        } - {""}
+
     # ---- the resolved config
     def write_config(self, config: Config, *, overwrite: bool = False) -> Path:
         """Create the directory and write the resolved config; refuse a different one.

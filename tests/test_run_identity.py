@@ -121,6 +121,12 @@ def test_a_resume_on_changed_events_is_refused(tmp_path, events):
     proc = cli("chain", str(cfg.source), "--chain", "0")
     assert proc.returncode != 0 and "Traceback" not in proc.stderr
     assert "events file changed" in proc.stderr
+    # the goodness of fit refuses to describe other data than the chains ran on
+    args = [str(cfg.output.run_dir), "--burn", "0", "--gof", str(tmp_path / "gof")]
+    gof = subprocess.run([sys.executable, "-m", "hawkes_cli", "diagnose", *args],
+                         capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert gof.returncode == 2 and "changed since the chains ran" in gof.stderr
+    assert not (tmp_path / "gof").exists()
 
 
 def test_overwrite_never_replaces_the_config_of_a_running_run(tmp_path, events):

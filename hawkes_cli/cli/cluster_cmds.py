@@ -7,6 +7,7 @@ The commands are not bound to a group here; :mod:`.run_cmds` adds :data:`COMMAND
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 from pathlib import Path
 
@@ -57,7 +58,7 @@ def submit_cmd(config_file: Path, dry_run: bool, launcher: str) -> None:
     click.echo(f"submitted job {result.job_id} (array tasks {result.array}) for {run_dir}")
     click.echo(f"script   {result.script_path}")
     click.echo(f"logs     {run_dir / 'slurm' / 'logs'}")
-    click.echo(f"status   hawkes-run status {run_dir}")
+    click.echo(f"status   hawkes-run status {shlex.quote(str(run_dir))}")
 
 
 @click.command("status")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -330,11 +331,11 @@ def local_cmd(config_file: Path, jobs: int | None, overwrite: bool) -> None:
     stopped = sorted(k for k, rc in codes.items() if rc != 0)
     if stopped:
         click.echo(f"stopped: chains {stopped} can be resumed with: hawkes-run local "
-                   f"{config_file}")  # fmt: skip
+                   f"{shlex.quote(str(config_file))}")  # fmt: skip
         sys.exit(EXIT_STOPPED)
     click.echo(f"done in {time.monotonic() - t0:.0f} s: {config.chains.count} chains in "
                f"{RunDir(run_dir).chains_dir}")  # fmt: skip
-    click.echo(f"diagnose with: hawkes-diagnose {run_dir}")
+    click.echo(f"diagnose with: hawkes-diagnose {shlex.quote(str(run_dir))}")
 
 
 def _print_progress(records: list[dict[str, Any]]) -> None:

@@ -279,6 +279,13 @@ def _write_gof(run_dir: Path, out_dir: Path, opts: GofOptions | None) -> dict[st
     model = config.model.kind
     picked, mean_p, pooled = _pick_draws(run_dir, opts)
     data = load_events(config.data.events, need_density=model == 2)
+    recorded = RunDir(run_dir).events_digests()
+    if recorded and data.digest() not in recorded:
+        raise UsageError(
+            f"{config.data.events} changed since the chains ran (its content is not what the "
+            "chain files record): the goodness of fit would describe other data; restore the "
+            "events the chains ran on"
+        )
     area = resolve_area(config, data)
     crs = str(data.attrs.get("crs", ""))
     lonlat = derived.is_lonlat(crs)
