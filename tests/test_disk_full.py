@@ -133,3 +133,20 @@ def test_simulate_and_netcdf_on_a_full_disk_write_nothing(small_disk, events, tm
     proc = tool("diagnose", str(run), "--netcdf", str(small_disk / "run.nc"))
     assert "cannot write the netCDF file" in _one_error_line(proc, 2)
     assert sorted(p.name for p in small_disk.iterdir()) == ["filler"]
+
+
+def test_a_read_only_disk_refuses_with_one_line_and_keeps_the_draws(small_disk, events, tmp_path):
+    """A file system that refuses writes (here remounted read-only: EROFS, the same path in
+    the code as EPERM/EACCES, which root does not get): one error line naming the cause."""
+    run = small_disk / "run"
+    cfg = _config(tmp_path, events, run)
+    assert tool("run", "chain", str(cfg), "--chain", "0").returncode == 0
+    side = (run / "chains" / "chain-00.ckpt.json").read_bytes()
+    subprocess.run(["mount", "-o", "remount,ro", str(small_disk)], check=True)
+    proc = tool("run", "chain", str(cfg), "--chain", "0", "--overwrite")
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error")]
+    assert len(errors) == 1 and "Read-only file system" in errors[0], proc.stderr
+    proc = tool("prep", "simulate", "--out", str(small_disk / "ev.h5"))
+    assert proc.returncode == 3 and "Read-only file system" in proc.stderr
+    assert (run / "chains" / "chain-00.ckpt.json").read_bytes() == side
