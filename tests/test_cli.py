@@ -90,7 +90,7 @@ def test_loglik_json_reference(sim):
 def test_loglik_text_default_engine(sim):
     path, want, n = sim
     proc = run(script("hawkes-run"), "loglik", path, *PARAM_ARGS)
-    if proc.returncode == 5:
+    if proc.returncode == 5 and not HAVE_OPENCL:  # with a device, exit 5 is a broken kernel
         pytest.skip(f"no OpenCL device: {proc.stderr}")
     assert proc.returncode == 0, proc.stderr
     fields = dict(line.split(None, 1) for line in proc.stdout.strip().splitlines())
