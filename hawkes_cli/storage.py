@@ -47,7 +47,7 @@ import h5py
 import numpy as np
 
 from . import __version__, atomic
-from .errors import StorageError, hdf5_write_failed, io_cause, note_hdf5_write_failure
+from .errors import StorageError, io_cause, note_hdf5_write_failure
 
 try:  # POSIX only; without it the writer runs unlocked (with a warning)
     import fcntl
@@ -504,17 +504,17 @@ def _check_record_integrity(data: Mapping[str, Any], side: Path) -> None:
 _UNCLOSABLE: list[Any] = []
 
 
-def _close_quietly(h5file: h5py.File, path: Path) -> None:
+def _close_quietly(h5file: h5py.File, path: Path, *, failed: bool) -> None:
     """Close an HDF5 file whose writes may have failed (a full disk).
 
-    After a failed write in this process the file is not closed at all: HDF5 would try to
+    After a failed write to it (``failed``) the file is not closed at all: HDF5 would try to
     flush it again and h5py print a traceback per object it cannot free. It is kept open
     until the process ends (the CLI then exits with ``os._exit``,
     :func:`~hawkes_cli.errors.note_hdf5_write_failure`); what a commit made durable was
     fsynced before. A failure of the close itself is logged, never raised over the error that
     led here.
     """
-    if not hdf5_write_failed():
+    if not failed:
         try:
             h5file.close()
             return
@@ -807,8 +807,8 @@ def _create_file(
             h5file = h5py.File(tmp, "w", libver="latest", **_h5_kwargs())
             try:
                 _write_layout(h5file, meta, rows)
-            except BaseException:
-                _close_quietly(h5file, path)
+            except BaseException as exc:
+                _close_quietly(h5file, path, failed=isinstance(exc, (OSError, RuntimeError)))
                 raise
     except (OSError, RuntimeError) as exc:  # h5py raises RuntimeError for failed writes too
         note_hdf5_write_failure()
@@ -900,6 +900,7 @@ class ChainWriter:
         # the committed rows' fingerprint (sha256 of rows 0 .. n_committed-1, row-major)
         self._digest = hashlib.sha256() if digest is None else digest
         self._last_iteration = last_iteration
+        self._failed = False  # an HDF5 write to this file failed (see close)
 
     @classmethod
     def open(
@@ -1116,6 +1117,10 @@ class ChainWriter:
             record["record_sha256"] = _record_digest(record)
         except (TypeError, ValueError) as exc:
             raise TypeError(f"checkpoint payload is not JSON-serialisable: {exc}") from exc
+        intact = (
+            f"the last commit ({n0} draws) is intact: free disk space (or fix the file "
+            "system) and run again to resume"
+        )
         try:
             if n1 > n0:
                 for name, block in blocks.items():
@@ -1124,13 +1129,18 @@ class ChainWriter:
                     ds[n0:n1] = block
                 h5file.flush()
                 _fsync_h5(h5file)
-            atomic.write_json(sidecar_path(self._path), record)
         except (OSError, RuntimeError) as exc:  # h5py raises RuntimeError for failed writes
+            self._failed = True
             note_hdf5_write_failure()
             raise StorageError(
-                f"cannot commit draws to {self._path}: {io_cause(exc)}; the last commit ({n0} "
-                "draws) is intact: free disk space (or fix the file system) and run again to "
-                "resume"
+                f"cannot commit draws to {self._path}: {io_cause(exc)}; {intact}"
+            ) from exc
+        try:
+            atomic.write_json(sidecar_path(self._path), record)
+        except OSError as exc:
+            raise StorageError(
+                f"cannot commit draws to {self._path}: cannot write its commit record "
+                f"({io_cause(exc)}); {intact}"
             ) from exc
         self._n_committed = n1
         self._n_pending = 0
@@ -1148,10 +1158,10 @@ class ChainWriter:
             )
         h5file, self._file = self._file, None
         datasets, self._datasets = self._datasets, {}
-        if hdf5_write_failed():
+        if self._failed:
             _UNCLOSABLE.append(datasets)  # freeing them would make HDF5 flush again
         try:
-            _close_quietly(h5file, self._path)
+            _close_quietly(h5file, self._path, failed=self._failed)
         finally:
             self._lock.release()
 
