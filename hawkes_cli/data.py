@@ -695,9 +695,12 @@ def load_events(path: PathLike, *, need_density: bool = False) -> EventData:
     try:
         os.stat(p)
     except FileNotFoundError:
-        raise EventsError(
-            f"{p}: file not found; check the path (relative paths start at {Path.cwd()})"
-        ) from None
+        start = (
+            ""
+            if Path(path).expanduser().is_absolute()
+            else (f" (relative paths start at {Path.cwd()})")
+        )
+        raise EventsError(f"{p}: file not found; check the path{start}") from None
     except OSError as exc:  # a name or path too long, a loop of links, no permission
         raise EventsError(
             f"{p}: cannot use this path ({exc.strerror or exc}); check the path"

@@ -83,11 +83,17 @@ def pytest_collection_modifyitems(config, items):
     if IN_CI and not HAVE_OPENCL and any(marked(item, "opencl") for item in items):
         pytest.exit(f"CI=true and the opencl tier cannot run: {OPENCL_REASON}", returncode=1)
     if IN_CI and not HAVE_MPIEXEC and any(marked(item, "mpi") for item in items):
-        pytest.exit("CI=true and the mpi tier cannot run: mpiexec or mpi4py is missing "
-                    "(pip install mpich mpi4py)", returncode=1)  # fmt: skip
+        pytest.exit(
+            "CI=true and the mpi tier cannot run: mpiexec or mpi4py is missing "
+            "(pip install mpich mpi4py)",
+            returncode=1,
+        )
     if IN_CI and not HAVE_SLURM and any(marked(item, "slurm") for item in items):
-        pytest.exit("CI=true and the slurm tier cannot run: the local cluster does not answer "
-                    "(bash slurm/local-cluster.sh up; /var/log/hawkes-slurm)", returncode=1)  # fmt: skip
+        pytest.exit(
+            "CI=true and the slurm tier cannot run: the local cluster does not answer "
+            "(bash slurm/local-cluster.sh up; /var/log/hawkes-slurm)",
+            returncode=1,
+        )
     if IN_CI and OCLGRIND_ICD is None and any(marked(item, "simulator") for item in items):
         pytest.exit(
             "CI=true and the simulator tier cannot run: Oclgrind is not installed "

@@ -14,7 +14,7 @@ from hawkes_cli.data import EventData, load_events, save_events
 from hawkes_cli.engine import make_likelihood
 from hawkes_cli.model import PARAM_NAMES, Params
 from hawkes_cli.simulate import simulate
-from tests.conftest import clean_env
+from tests.conftest import HAVE_OPENCL, clean_env
 
 BIN = Path(sys.executable).parent
 P = Params(mu0=0.45, tau_t=21.0, xi0=0.55, sigma_x=0.15, sigma_t=4.0)

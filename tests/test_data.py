@@ -313,7 +313,7 @@ def test_save_failure_keeps_existing_file(tmp_path: Path, monkeypatch: pytest.Mo
         raise RuntimeError("interrupted while writing attributes")
 
     monkeypatch.setattr(data_mod, "_encode_attr", boom)
-    with pytest.raises(EventsError, match="writing the events file failed .interrupted"):
+    with pytest.raises(EventsError, match=r"writing the events file failed \(interrupted"):
         save_events(_events(seed=2).with_attrs(time_unit="day"), target)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ev.h5"]
     assert target.read_bytes() == before

@@ -292,8 +292,8 @@ def validate_cmd(config_file: Path) -> None:
 def chain_cmd(config_file: Path, chain_id: int, overwrite: bool) -> None:
     """Run (or resume) one chain; under mpiexec/srun its ranks split the likelihood.
 
-    Stops cleanly at an iteration boundary on SIGTERM, SIGINT or SIGUSR1 (exit code 75 when
-    stopped before the end), after committing its draws.
+    Stops cleanly at an iteration boundary on SIGTERM, SIGINT, SIGHUP or SIGUSR1 (exit code 75
+    when stopped before the end), after committing its draws.
     """
     from ..config import load_config
     from ..errors import Interrupted
