@@ -680,6 +680,20 @@ def test_netcdf_round_trip(small_report, tmp_path):
     assert idata.posterior.attrs["config_sha256"] == report.config_sha256
     np.testing.assert_array_equal(idata.sample_stats["iteration"].values[0], np.arange(50, 250))
     assert idata.sample_stats["lp"].shape == (3, 200)
+    # what ArviZ users expect: the warm-up apart, the data, an acceptance rate
+    for name in PARAMS:
+        want = np.stack([c[name][:WARMUP] for c in chains])
+        np.testing.assert_array_equal(idata.warmup_posterior[name].values, want)
+    np.testing.assert_array_equal(
+        idata.warmup_sample_stats["iteration"].values[2], np.arange(WARMUP)
+    )
+    assert "tau_t_weeks" not in idata.warmup_sample_stats
+    if "acceptance_rate" in idata.sample_stats:  # chain files with n_accepted, n_proposals
+        rate = idata.sample_stats["acceptance_rate"].values
+        assert np.all((rate >= 0) & (rate <= 1))
+    if "observed_data" in idata.groups():
+        assert set(idata.observed_data.data_vars) >= {"time", "x", "y"}
+        assert idata.observed_data["time"].dims == ("event",)
     # the same draws from a run directory (no Report)
     again = to_inference_data(report.run_dir, DiagnoseOptions(thin=2))
     np.testing.assert_array_equal(

@@ -15,6 +15,7 @@ from . import derived, verdicts
 from .derived import Arrays, Quantity
 from .options import DiagnoseOptions
 from .read import (
+    STAT_KEYS,
     ChainRead,
     EventsInfo,
     burn_description,
@@ -30,8 +31,6 @@ from .stats import rows
 __all__ = ["diagnose", "load_draws"]
 
 log = logging.getLogger(__package__)
-
-_STAT_KEYS = ("loglik", "logprior", "accepted")
 
 
 def load_draws(run_dir: Path, options: DiagnoseOptions | None = None) -> Draws:
@@ -95,7 +94,7 @@ def _assemble(
 ) -> Draws:
     """The :class:`Draws` of the used chains and the quantities."""
     first = used[0]
-    stats_keys = [k for k in _STAT_KEYS if all(k in c.stats for c in used)]
+    stats_keys = [k for k in STAT_KEYS if all(k in c.stats for c in used)]
     return Draws(
         run_dir=run_dir,
         chain_ids=tuple(c.chain_id for c in used),

@@ -7,6 +7,7 @@ netCDF file is written through :mod:`hawkes_cli.atomic`: readers see the old fil
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import logging
 import math
@@ -17,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .. import atomic
-from ..errors import UsageError, io_cause, note_hdf5_write_failure
+from ..errors import HawkesError, UsageError, io_cause, note_hdf5_write_failure
 from .api import load_draws
 from .options import DiagnoseOptions
 from .records import STAT_FIELDS, Draws, Report
@@ -128,9 +129,56 @@ def _sample_stats(draws: Draws) -> dict[str, np.ndarray]:
         stats[key] = np.stack([a[:n] for a in arrays])
     if "accepted" in stats:
         stats["accepted"] = stats["accepted"] != 0
+    if "n_accepted" in stats and "n_proposals" in stats:  # ArviZ's name: accepted / proposed
+        proposed = stats.pop("n_proposals")
+        stats["acceptance_rate"] = stats.pop("n_accepted") / np.maximum(proposed, 1)
     if "loglik" in stats and "logprior" in stats:
         stats["lp"] = stats["loglik"] + stats["logprior"]
     return stats
+
+
+def _warmup(draws: Draws, opts: DiagnoseOptions) -> dict[str, dict[str, np.ndarray]]:
+    """``warmup_posterior`` and ``warmup_sample_stats`` of the run (the draws before each
+    used chain's first retained one, over their common prefix); empty when the retained draws
+    are not the post-warm-up ones (``--burn`` given) or there is no warm-up."""
+    if opts.burn is not None:
+        return {}
+    try:
+        every = load_draws(draws.run_dir, dataclasses.replace(opts, burn=0))
+    except HawkesError:
+        return {}
+    where = {cid: i for i, cid in enumerate(every.chain_ids)}
+    if not all(cid in where for cid in draws.chain_ids):
+        return {}
+    rows = [where[cid] for cid in draws.chain_ids]
+    masks = [every.iterations[i] < it[0] for i, it in zip(rows, draws.iterations, strict=True)]
+    n = min(int(m.sum()) for m in masks)
+    if n == 0:
+        return {}
+
+    def cut(arrays: tuple[np.ndarray, ...]) -> np.ndarray:
+        return np.stack([arrays[i][m][:n] for i, m in zip(rows, masks, strict=True)])
+
+    posterior = {name: cut(every.variables[name]) for name in draws.variables}
+    stats = {"iteration": cut(every.iterations).astype(np.int64)}
+    stats.update({key: cut(arrays) for key, arrays in every.stats.items()})
+    return {"warmup_posterior": posterior, "warmup_sample_stats": stats}
+
+
+def _observed(draws: Draws) -> dict[str, np.ndarray]:
+    """The events the chains ran on (``time``, ``x``, ``y``, and ``density`` for model 2), as
+    ``observed_data``; empty when the run's events file cannot be read."""
+    from ..data import load_events
+    from ..rundir import RunDir
+
+    try:
+        data = load_events(RunDir(draws.run_dir).load_config().data.events)
+    except HawkesError:
+        return {}
+    out = {"time": data.time, "x": data.x, "y": data.y}
+    if data.density is not None:
+        out["density"] = data.density
+    return {name: np.asarray(v) for name, v in out.items()}
 
 
 def _attrs(draws: Draws, opts: DiagnoseOptions) -> dict[str, Any]:
@@ -164,22 +212,32 @@ def to_inference_data(
         ``posterior``: every parameter and derived quantity, dims ``(chain, draw)``, the chain
         coordinate holding the chain ids; chains are cut to the common prefix (arviz needs equal
         lengths). ``sample_stats``: ``lp`` (log posterior), ``loglik``, ``logprior``,
-        ``accepted`` and ``iteration`` where the chain files have them. Variables carry ``units``
-        and ``label`` attributes; the groups carry the run's ``config_sha256``, ``model``,
-        ``time_unit``, ``burn`` and ``thin``.
+        ``accepted`` (any move accepted), ``acceptance_rate`` (moves accepted / proposed in the
+        iteration) and ``iteration`` where the chain files have them. ``warmup_posterior`` and
+        ``warmup_sample_stats``: the same for the warm-up draws (when the retained draws are
+        the post-warm-up ones). ``observed_data``: the events (``time``, ``x``, ``y``,
+        ``density`` for model 2; dim ``event``) when the run's events file can be read.
+        Variables carry ``units`` and ``label`` attributes; the groups carry the run's
+        ``config_sha256``, ``model``, ``time_unit``, ``burn`` and ``thin``.
     """
     import arviz as az
 
     draws, opts = draws_of(source, options)
     attrs = _attrs(draws, opts)
+    warmup = _warmup(draws, opts)
+    observed = _observed(draws)
     idata = az.from_dict(
         posterior={name: draws.matrix(name) for name in draws.variables},
         sample_stats=_sample_stats(draws),
-        coords={"chain": list(draws.chain_ids), "draw": np.arange(draws.common_draws)},
+        observed_data=observed or None,
+        dims={name: ["event"] for name in observed},
+        coords={"chain": list(draws.chain_ids)},  # draw: 0.. per group (warm-up apart)
         attrs=attrs,
+        save_warmup=bool(warmup),
+        **warmup,
     )
-    for group in (idata.posterior, idata.sample_stats):
-        group.attrs.update(attrs)
+    for group in idata.groups():
+        idata[group].attrs.update(attrs)
     for name in draws.variables:
         idata.posterior[name].attrs["units"] = draws.units[name]
         idata.posterior[name].attrs["label"] = draws.labels[name]

@@ -40,7 +40,8 @@ __all__ = [
 
 log = logging.getLogger(__package__)
 
-_STAT_KEYS = ("loglik", "logprior", "accepted")
+#: Per-draw sampler fields the diagnostics carry along (when the chain files have them).
+STAT_KEYS = ("loglik", "logprior", "accepted", "n_accepted", "n_proposals")
 _HDF5_SUFFIXES = (".h5", ".hdf5", ".he5")
 
 
@@ -220,7 +221,7 @@ def read_chain_file(path: Path, options: DiagnoseOptions) -> ChainRead:
         n_committed=cd.n_committed,
         params={name: arr[sl] for name, arr in after.items()},
         iterations=iters_after[sl],
-        stats={k: np.asarray(draws[k])[keep][sl] for k in _STAT_KEYS if k in draws},
+        stats={k: np.asarray(draws[k])[keep][sl] for k in STAT_KEYS if k in draws},
         after_burn_params=after,
         after_burn_iterations=iters_after,
         acceptance=acceptance,
