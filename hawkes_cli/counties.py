@@ -827,11 +827,15 @@ def project_points(
 _SHAPEFILE_PARTS = (".shp", ".shx", ".dbf", ".prj", ".cpg")
 
 
-def write_polygons(layer: PolygonLayer, path: Path) -> None:
+def write_polygons(
+    layer: PolygonLayer, path: Path, fields: Mapping[str, np.ndarray] | None = None
+) -> None:
     """Write polygons (key field ``GEOID``) to a GeoPackage or shapefile, atomically.
 
     The driver follows the suffix (``.gpkg``, ``.shp``); use it as ``data.counties`` in a
     ``hawkes-run`` config so the cut posterior resamples in the same coordinates.
+    ``fields`` adds attribute columns, one value per polygon (e.g. the goodness-of-fit
+    residuals, for a GIS).
     """
     path = Path(path)
     pyogrio = require_pyogrio(f"{path}: writing county polygons", _NO_PYOGRIO)
@@ -849,8 +853,8 @@ def write_polygons(layer: PolygonLayer, path: Path) -> None:
             pyogrio.raw.write(
                 staged,
                 geometry=shapely.to_wkb(layer.geoms),
-                field_data=[keys],
-                fields=["GEOID"],
+                field_data=[keys, *(np.asarray(v) for v in (fields or {}).values())],
+                fields=["GEOID", *(fields or {})],
                 layer="counties" if suffix == ".gpkg" else None,
                 geometry_type="MultiPolygon",
                 crs=layer.crs,

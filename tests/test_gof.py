@@ -314,6 +314,14 @@ def test_run_gof_writes_every_file(run_dir, tmp_path, monkeypatch):
     expected = sum(float(r["expected"]) for r in counties)
     c = on_disk["counties"]
     assert expected + c["outside_expected"] == pytest.approx(on_disk["compensator"], rel=1e-4)
+    import pyogrio
+
+    meta, _, _, table = pyogrio.raw.read(out / "counties.gpkg")  # what QGIS opens
+    columns = dict(zip(meta["fields"], table, strict=True))
+    assert columns["GEOID"].tolist() == [r["fips"] for r in counties]
+    np.testing.assert_allclose(columns["pearson"], [float(r["pearson"]) for r in counties],
+                               rtol=1e-3)  # fmt: skip
+    assert columns["observed"].sum() == data.n
     weekly = read_csv(out / "weekly.csv")
     assert sum(int(r["events"]) for r in weekly) == data.n
     for name in ("qq.png", "counts.png", "map_cases.png", "map_pearson.png",

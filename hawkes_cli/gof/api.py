@@ -26,6 +26,7 @@ import io
 import logging
 import math
 import time as clock
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -224,6 +225,7 @@ def _date_time(date: str, data: Any) -> float:
 GOF_FILES = frozenset(
     {
         "events.csv", "events.h5", "weekly.csv", "qq.png", "counts.png", "counties.csv",
+        "counties.gpkg",
         "lengthscales.csv", "map_cases.png", "map_pearson.png", "map_triggered.png",
         "map_lengthscale.png", "map_intensity.png", "gof.json",
     }
@@ -424,6 +426,16 @@ def _write_gof(run_dir: Path, out_dir: Path, opts: GofOptions | None) -> dict[st
                 ["", "%d", "%.6g", "%.6g", "%.6g", "%.4g", "%.4g", "%.3g"],
             )
         )
+        written += _counties_gpkg(
+            out_dir / "counties.gpkg",
+            layer,
+            {
+                "observed": cc.observed.astype(np.int64),
+                "expected": cc.expected,
+                "pearson": pearson,
+                "share_triggered": cs.mean,
+            },
+        )
         summary["counties"] = {
             "polygons": len(layer.keys),
             "outside_observed": cc.outside_observed,
@@ -500,6 +512,21 @@ def _write_gof(run_dir: Path, out_dir: Path, opts: GofOptions | None) -> dict[st
     summary["files"] = [p.name for p in written] + ["gof.json"]
     atomic.write_json(out_dir / "gof.json", summary)
     return summary
+
+
+def _counties_gpkg(path: Path, layer: Any, fields: dict[str, np.ndarray]) -> list[Path]:
+    """``counties.gpkg``: the county polygons with their residuals, for a GIS (QGIS opens it);
+    [] with a WARNING where it cannot be written (a core install without pyogrio)."""
+    from ..counties import write_polygons
+
+    try:
+        with warnings.catch_warnings():  # synthetic coordinates have no reference system
+            warnings.filterwarnings("ignore", "'crs' was not provided", UserWarning)
+            write_polygons(layer, path, fields)
+    except EventsError as exc:
+        log.warning("counties.gpkg not written (%s); counties.csv holds the same numbers", exc)
+        return []
+    return [path]
 
 
 def _areas(geoms: np.ndarray) -> np.ndarray:
