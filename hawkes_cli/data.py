@@ -82,10 +82,6 @@ class FrozenAttrs(Mapping[str, Any]):
     def __repr__(self) -> str:
         return f"FrozenAttrs({self._data!r})"
 
-    def to_dict(self) -> dict[str, Any]:
-        """A mutable deep copy of the contents."""
-        return copy.deepcopy(self._data)
-
 
 def _readonly_float(name: str, values: Any, n: int | None) -> np.ndarray:
     arr = np.asarray(values, dtype=np.float64)

@@ -127,16 +127,6 @@ def kernel_fingerprint(programs: Iterable[tuple[str, bool]]) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def kernel_sha256() -> str:
-    """SHA-256 (hex) of ``hawkes.cl`` alone: the exact kernel's source, not what a truncated
-    engine also compiles, nor the build options.
-
-    Kept for the chain files' ``kernel_sha256`` until their writer records
-    :attr:`hawkes_cli.engine.Likelihood.kernel_fingerprint` (every source and option compiled).
-    """
-    return hashlib.sha256(kernel_source().encode("utf-8")).hexdigest()
-
-
 def _cl() -> Any:
     try:
         import pyopencl as cl

@@ -121,7 +121,6 @@ from .grid import (
     row_groups,
     source_levels,
     temporal_sums,
-    visited_counts,
 )
 from .opencl import LOG2E, OpenCLBackend
 
@@ -882,19 +881,3 @@ class TruncatedBackend(BoundedPairBackend):
         self.kappa = min(self.kappa + step, _KAPPA_MAX)
         log.info("truncation: realised bound %.3g x tolerance; kappa -> %.4g", excess, self.kappa)
         return True
-
-    def row_work(self, sigma_x: float, sigma_t: float) -> np.ndarray:
-        """Sources each of ALL N rows visits at these lengthscales, shape (N,), float64 (host
-        estimate from the grid index, used to balance MPI rows)."""
-        index, _ = self._build_index(sigma_x)
-        return visited_counts(
-            self._t,
-            self._x,
-            self._y,
-            self._lo,
-            self._level,
-            index,
-            self._x0,
-            self._y0,
-            self.level_kappa * sigma_t,
-        )

@@ -166,11 +166,6 @@ class SamplerState:
         """Number of coordinates ``d``."""
         return len(self.theta)
 
-    @property
-    def acceptance_rate(self) -> float:
-        """Fraction of all steps accepted so far (``nan`` before the first step)."""
-        return self.n_accepted / self.n_steps if self.n_steps else math.nan
-
     def to_json(self) -> dict[str, Any]:
         """Plain JSON types only (str, int, float, lists); floats round-trip exactly.
 
