@@ -14,7 +14,6 @@ import contextlib
 import ctypes
 import logging
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -24,7 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .config import Config
-from .errors import HawkesError, ParallelError
+from .errors import HawkesError
+from .parallel import find_mpiexec
 from .rundir import RunDir
 from .vocab import EXIT_STOPPED, LAUNCHER_PID_ENV
 
@@ -58,14 +58,9 @@ def error_line(log_file: Path) -> str | None:
 
 
 def _mpiexec() -> str:
-    here = Path(sys.executable).with_name("mpiexec")
-    found = str(here) if here.exists() else shutil.which("mpiexec")
-    if not found:
-        raise ParallelError(
-            "gpus_per_chain > 1 needs mpiexec on PATH (pip install mpich mpi4py, or load the "
-            "site's MPI module)"
-        )
-    return found
+    return find_mpiexec(
+        "gpus_per_chain > 1 needs it: pip install mpich mpi4py, or load the site's MPI module"
+    )
 
 
 @dataclass

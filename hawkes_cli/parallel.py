@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
+import sys
+from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
@@ -218,3 +221,18 @@ def partition_rows(cost: np.ndarray, parts: int) -> list[tuple[int, int]]:
     cuts = np.minimum(np.maximum.accumulate(np.asarray(cuts, dtype=np.int64)), n)
     bounds = [0, *cuts.tolist(), n]
     return [(bounds[k], bounds[k + 1]) for k in range(parts)]
+
+
+def find_mpiexec(remedy: str) -> str:
+    """The ``mpiexec`` next to this Python (the MPI wheel's), else the one on PATH.
+
+    Raises
+    ------
+    ParallelError
+        None found; the message ends with ``remedy``.
+    """
+    here = Path(sys.executable).with_name("mpiexec")
+    found = str(here) if here.exists() else shutil.which("mpiexec")
+    if not found:
+        raise ParallelError(f"mpiexec not found (next to this Python or on PATH); {remedy}")
+    return found

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ..errors import ParallelError, UsageError
+from ..parallel import find_mpiexec
 from ..vocab import LAUNCHERS
 
 """Launcher names; ``auto`` is srun inside a Slurm job with srun, else mpiexec."""
@@ -67,13 +68,7 @@ def _srun_command(n_ranks: int, env: Mapping[str, str]) -> list[str]:
 
 
 def _mpiexec_command(n_ranks: int) -> list[str]:
-    here = Path(sys.executable).with_name("mpiexec")
-    mpiexec = str(here) if here.exists() else shutil.which("mpiexec")
-    if mpiexec is None:
-        raise ParallelError(
-            "mpiexec not found (next to this Python or on PATH); pip install mpich mpi4py, or "
-            "set HAWKES_LAUNCHER=srun"
-        )
+    mpiexec = find_mpiexec("pip install mpich mpi4py, or set HAWKES_LAUNCHER=srun")
     cmd = [mpiexec]
     if _is_hydra(mpiexec):
         cmd += ["-launcher", "fork"]
