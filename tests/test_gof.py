@@ -478,3 +478,26 @@ def test_maps_without_pyproj_use_a_plain_projection(monkeypatch, caplog):
     km_per_degree_at_38 = 111.195 * math.cos(math.radians(38.0))
     assert (x[1] - x[0]) / 1000 == pytest.approx(km_per_degree_at_38, rel=1e-9)
     assert base.bounds[2] > base.bounds[0] and base.bounds[3] > base.bounds[1]
+
+
+def test_census_polygons_that_cannot_be_read_skip_the_county_outputs(run_dir, tmp_path, caplog,
+                                                                     monkeypatch):  # fmt: skip
+    """A core install (no pyogrio, no plotly-geo) on lon/lat data: the county outputs are
+    skipped with a WARNING, the rest of --gof is written; polygons the user named must be
+    readable (an error)."""
+    import hawkes_cli.counties as counties_mod
+    from hawkes_cli.errors import EventsError
+    from hawkes_cli.gof import api
+
+    def missing(path=None, **_):
+        raise EventsError("reading polygon files needs pyogrio (pip install pyogrio)")
+
+    monkeypatch.setattr(counties_mod, "read_polygon_layer", missing)
+    run, data = run_dir
+    cfg = load_config(Path(run) / "config.yaml")
+    lonlat = replace(data, attrs={**data.attrs, "crs": "lonlat"})
+    no_polygons = replace(cfg, data=replace(cfg.data, counties=None))
+    out = api._county_layer(api.GofOptions(), no_polygons, lonlat, 100.0, "lonlat")
+    assert out == (None, None, None) and "cannot be read" in caplog.text
+    with pytest.raises(EventsError, match="needs pyogrio"):
+        api._county_layer(api.GofOptions(), cfg, lonlat, 100.0, "lonlat")
