@@ -86,6 +86,8 @@ def note_hdf5_write_failure() -> None:
     commit made durable was fsynced before. The messages of the objects h5py then fails to
     free are dropped (they repeat the error already reported).
     """
+    if _HDF5_WRITE_FAILED[0]:
+        return
     _HDF5_WRITE_FAILED[0] = True
     default = sys.unraisablehook
 
