@@ -184,6 +184,9 @@ class EventData:
         """SHA-256 (hex) of the events' content: times, coordinates, densities and FIPS codes
         as loaded (whatever the file's format or path). A run keeps it, so that a resume on
         changed data is refused."""
+        cached = self.__dict__.get("_digest")
+        if cached is not None:  # computed once per object (the chain file and the start key)
+            return cached
         h = hashlib.sha256(f"{self.n}\n".encode())
         for column in (self.time, self.x, self.y, self.density):
             if column is not None:
@@ -191,7 +194,8 @@ class EventData:
             h.update(b"|")
         if self.fips is not None:
             h.update("\n".join(self.fips.tolist()).encode("utf-8"))
-        return h.hexdigest()
+        object.__setattr__(self, "_digest", h.hexdigest())  # the arrays are read-only
+        return self._digest
 
     def with_locations(self, x: np.ndarray, y: np.ndarray) -> EventData:
         """The same events with new coordinates (e.g. resampled inside their counties).

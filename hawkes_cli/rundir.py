@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 from . import atomic
 from .config.load import CONFIG_NAME, header_sha256, resolved_text
 from .errors import StorageError, UsageError
-from .storage import FORMAT_NAME, read_chain, read_sidecar, sidecar_path, writer_holder
+from .storage import is_chain_file, read_chain, read_sidecar, sidecar_path, writer_holder
 
 if TYPE_CHECKING:  # pragma: no cover
     from .config import Config
@@ -266,16 +266,6 @@ def _is_run_config(path: Path) -> bool:
         return False
 
 
-def _is_chain_file(path: Path) -> bool:
-    import h5py
-
-    try:
-        with h5py.File(path, "r") as f:
-            return f.attrs.get("format") in (FORMAT_NAME, FORMAT_NAME.encode())
-    except (OSError, ValueError):
-        return False
-
-
 def output_problem(path: str | Path, inputs: Iterable[str | Path] = ()) -> str | None:
     """Why an output path must not be written, or None when it may.
 
@@ -294,7 +284,7 @@ def output_problem(path: str | Path, inputs: Iterable[str | Path] = ()) -> str |
         top = real.relative_to(d).parts[0]
         if top in (CONFIG_NAME, CHAINS_DIR, LOGS_DIR, SLURM_DIR):
             return f"it is one of the run's own files ({d / top})"
-    if real.is_file() and _is_chain_file(real):
+    if real.is_file() and is_chain_file(real):
         return "it is a hawkes chain file"
     return None
 

@@ -715,6 +715,16 @@ def _check_sidecar_matches(
             )
 
 
+def is_chain_file(path: Path) -> bool:
+    """Whether ``path`` is a hawkes chain file (an HDF5 file :func:`read_chain` would take)."""
+    try:
+        with h5py.File(path, "r") as h5file:
+            _check_chain_file(h5file, Path(path))
+    except (OSError, ValueError, StorageError):
+        return False
+    return True
+
+
 def read_chain(path: Path) -> ChainDraws:
     """Read the committed draws of a chain file; safe while its writer is running.
 
