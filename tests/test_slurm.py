@@ -104,18 +104,16 @@ def test_fewer_chains_than_a_node_holds():
     assert plan.resources.array == "0" and plan.resources.ntasks == 2
 
 
-def test_impossible_plans_are_clear_errors():
-    cfg = make_config(chains=chains(4, 4, 2))
-    too_many = dataclasses.replace(cfg, chains=ChainsConfig(4, 4, 3, 8))
+def test_impossible_placements_cannot_be_built():
+    """The placement rule has one home (ChainsConfig): a config built in code is refused too."""
     with pytest.raises(
         ConfigError,
-        match=r"impossible plan.*3\) \* .*\(4\) = 12 GPUs per node.*"
-        r"at most 2",
+        match=r"^chains: impossible placement.*3\) \* .*\(4\) = 12 GPUs per node.*at most 2$",
     ):
-        slurm.make_plan(too_many)
-    too_wide = dataclasses.replace(cfg, chains=ChainsConfig(4, 16, 1, 8))
-    with pytest.raises(ConfigError, match="gpus_per_chain = 16 GPUs but a node has"):
-        slurm.make_plan(too_wide)
+        ChainsConfig(4, 4, 3, 8)
+    with pytest.raises(ConfigError, match="gpus_per_chain must be at most 8"):
+        ChainsConfig(4, 16, 1, 8)
+    assert ChainsConfig(4, 4, 2, 8).chains_per_node == 2  # exactly full is fine
 
 
 @pytest.mark.parametrize(

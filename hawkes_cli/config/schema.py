@@ -16,6 +16,7 @@ from typing import Any, get_type_hints
 
 import yaml
 
+from ..errors import ConfigError
 from ..priors import Prior
 from ..vocab import (
     BACKGROUNDS,
@@ -57,6 +58,32 @@ def default_warmup(iterations: int) -> int:
     A tenth of the run, at most 1000 iterations; always ``< iterations``.
     """
     return min(MAX_DEFAULT_WARMUP, iterations // 10)
+
+
+def placement_problem(gpus_per_chain: int, chains_per_node: int, gpus_per_node: int) -> str | None:
+    """Why chains of ``gpus_per_chain`` GPUs, ``chains_per_node`` to a node, do not fit a node.
+
+    Returns
+    -------
+    str or None
+        ``None`` when ``chains_per_node * gpus_per_chain <= gpus_per_node``; otherwise what is
+        wrong and the largest value that fits.
+    """
+    need = chains_per_node * gpus_per_chain
+    if need <= gpus_per_node:
+        return None
+    if gpus_per_chain > gpus_per_node:
+        advice = (
+            "a chain runs within one node, so chains.gpus_per_chain must be at most "
+            f"{gpus_per_node}"
+        )
+    else:
+        advice = f"lower chains.chains_per_node to at most {gpus_per_node // gpus_per_chain}"
+    return (
+        f"impossible placement: chains.chains_per_node ({chains_per_node}) * "
+        f"chains.gpus_per_chain ({gpus_per_chain}) = {need} GPUs per node, more than "
+        f"chains.gpus_per_node ({gpus_per_node}); {advice}"
+    )
 
 
 @dataclass(frozen=True)
@@ -197,6 +224,11 @@ class ChainsConfig:
     gpus_per_chain: int = field(default=1, metadata=integer(minimum=1, maximum=MAX_CHAINS))
     chains_per_node: int = field(default=1, metadata=integer(minimum=1, maximum=MAX_CHAINS))
     gpus_per_node: int = field(default=8, metadata=integer(minimum=1, maximum=MAX_CHAINS))
+
+    def __post_init__(self) -> None:
+        problem = placement_problem(self.gpus_per_chain, self.chains_per_node, self.gpus_per_node)
+        if problem is not None:  # a config built in code; the loader names the file first
+            raise ConfigError(f"chains: {problem}")
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from ..errors import ConfigError
 from ..priors import Prior, parse_priors
 from ..vocab import PARAM_NAMES, tolerance_problem
 from .reader import SectionReader, is_number, resolve_path, suggest
-from .schema import INITIAL_AUTO, KEYS, SECTION_TYPES
+from .schema import INITIAL_AUTO, KEYS, SECTION_TYPES, placement_problem
 from .slurm_options import OWN_OPTIONS, SBATCH_OPTION_RE, slurm_time_seconds
 from .spec import KeySpec, default_of, spec_of
 
@@ -157,22 +157,11 @@ def _check_engine(values: dict[str, Any], sec: SectionReader, stem: str) -> None
 
 
 def _check_chains(values: dict[str, Any], sec: SectionReader, stem: str) -> None:
-    per_chain, per_node = values["gpus_per_chain"], values["gpus_per_node"]
-    chains_per_node = values["chains_per_node"]
-    need = chains_per_node * per_chain
-    if need <= per_node:
-        return
-    if per_chain > per_node:
-        advice = (
-            f"a chain runs within one node, so chains.gpus_per_chain must be at most {per_node}"
-        )
-    else:
-        advice = f"lower chains.chains_per_node to at most {per_node // per_chain}"
-    raise ConfigError(
-        f"{sec.where}: chains: impossible placement: chains.chains_per_node "
-        f"({chains_per_node}) * chains.gpus_per_chain ({per_chain}) = {need} "
-        f"GPUs per node, more than chains.gpus_per_node ({per_node}); {advice}"
+    problem = placement_problem(
+        values["gpus_per_chain"], values["chains_per_node"], values["gpus_per_node"]
     )
+    if problem is not None:
+        raise ConfigError(f"{sec.where}: chains: {problem}")
 
 
 def _check_output(values: dict[str, Any], sec: SectionReader, stem: str) -> None:

@@ -263,24 +263,6 @@ def _job_name(run_dir: Path) -> str:
     return f"hawkes-{name}"[:64]
 
 
-def _check_fits(where: str, gpus_per_chain: int, chains_per_node: int, gpus_per_node: int) -> None:
-    """Refuse a chain wider than a node, or more chains per node than its GPUs hold."""
-    g = gpus_per_chain
-    if g > gpus_per_node:
-        raise ConfigError(
-            f"{where}: chains: impossible plan: a chain needs chains.gpus_per_chain = {g} GPUs "
-            f"but a node has chains.gpus_per_node = {gpus_per_node}; a chain runs within one "
-            f"node, so lower gpus_per_chain to at most {gpus_per_node}"
-        )
-    if chains_per_node * g > gpus_per_node:
-        raise ConfigError(
-            f"{where}: chains: impossible plan: chains.chains_per_node ({chains_per_node}) * "
-            f"chains.gpus_per_chain ({g}) = {chains_per_node * g} GPUs per node, more than "
-            f"chains.gpus_per_node ({gpus_per_node}); lower chains_per_node to at most "
-            f"{gpus_per_node // g}"
-        )
-
-
 def _place(count: int, per_node: int, gpus_per_chain: int, gpus_per_node: int) -> list[NodePlan]:
     """``count`` chains, ``per_node`` to a node, rank ``i * g + j`` on GPU ``i * g + j``."""
     g = gpus_per_chain
@@ -352,13 +334,12 @@ def make_plan(config: Config) -> Plan:
     Raises
     ------
     ConfigError
-        An impossible placement (more GPUs per node than the node has), or an ``slurm.extra``
-        option that the plan sets itself.
+        An ``slurm.extra`` option that the plan sets itself. (An impossible placement cannot
+        reach here: :class:`~hawkes_cli.config.ChainsConfig` refuses it when built.)
     """
     where = str(config.source) if config.source is not None else "config"
     ch, sl = config.chains, config.slurm
     g = ch.gpus_per_chain
-    _check_fits(where, g, ch.chains_per_node, ch.gpus_per_node)
     per_node = min(ch.chains_per_node, ch.count)
     nodes = _place(ch.count, per_node, g, ch.gpus_per_node)
     cpus, extra = _extra_options(where, sl.extra)
