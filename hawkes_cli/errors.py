@@ -68,6 +68,10 @@ class StorageError(HawkesError):
     exit_code = 7
 
 
+class OtherRunError(StorageError):
+    """A run directory holds a run of a different config (the caller words the way out)."""
+
+
 class Interrupted(HawkesError):
     """A run stopped on request (signal) after committing its draws."""
 

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import atomic
 from .config.load import CONFIG_NAME, header_sha256, resolved_text
-from .errors import StorageError, UsageError
+from .errors import OtherRunError, StorageError, UsageError
 from .storage import is_chain_file, read_chain, read_sidecar, sidecar_path, writer_holder
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -413,9 +413,11 @@ class RunDir:
 
         Raises
         ------
+        OtherRunError
+            The directory holds a run of a different config (and not ``overwrite``).
         StorageError
-            The directory holds a run of a different config (and not ``overwrite``), or it
-            cannot be created.
+            It cannot be created, or a chain is running while ``overwrite`` would replace its
+            config.
         """
         try:
             self.chains_dir.mkdir(parents=True, exist_ok=True)
@@ -431,7 +433,7 @@ class RunDir:
             if old.sha256 == config.sha256:
                 return target
             if not overwrite:
-                raise StorageError(
+                raise OtherRunError(
                     f"{self.root} holds a run of a different config ({target}); choose another "
                     "output.run_dir, or pass --overwrite to start that run afresh"
                 )

@@ -116,6 +116,22 @@ def test_impossible_placements_cannot_be_built():
     assert ChainsConfig(4, 4, 2, 8).chains_per_node == 2  # exactly full is fine
 
 
+def test_submit_into_a_run_of_another_config_is_refused(tmp_path, monkeypatch):
+    """The refusal is recognised by its type (OtherRunError), not its words; nothing is written."""
+    from hawkes_cli.errors import OtherRunError
+    from hawkes_cli.slurm import jobs
+
+    run_dir = str(tmp_path / "run")
+    RunDir.of(make_config(run_dir)).write_config(make_config(run_dir))
+    before = (tmp_path / "run" / "config.yaml").read_bytes()
+    monkeypatch.setattr(jobs, "slurm_command", lambda name: "/nonexistent/sbatch")
+    other = make_config(run_dir, sampler={"seed": 7})
+    with pytest.raises(OtherRunError, match=r"holds a run of a different config.*remove that run"):
+        jobs.submit(other)
+    assert (tmp_path / "run" / "config.yaml").read_bytes() == before
+    assert not (tmp_path / "run" / "slurm").exists()
+
+
 @pytest.mark.parametrize(
     "option",
     ["ntasks", "gres", "array", "requeue", "output", "nodes", "gpus_per_node", "open-mode"],

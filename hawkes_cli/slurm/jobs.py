@@ -15,7 +15,7 @@ from pathlib import Path
 
 from .. import atomic
 from ..config import Config
-from ..errors import HawkesError, StorageError
+from ..errors import HawkesError, OtherRunError
 from ..rundir import RunDir, now_utc
 from .commands import active_jobs, call, job_states, slurm_command, task_state
 from .plan import Plan, array_ranges, make_plan
@@ -62,10 +62,8 @@ def _claim_run_dir(rdir: RunDir, config: Config) -> None:
     """Write the resolved config; refuse a run of another config or one with live jobs."""
     try:
         rdir.write_config(config)
-    except StorageError as exc:
-        if "different config" not in str(exc):
-            raise
-        raise StorageError(
+    except OtherRunError:
+        raise OtherRunError(
             f"{rdir.root} holds a run of a different config ({rdir.config_path}); choose "
             "another output.run_dir, or remove that run directory to start afresh"
         ) from None
