@@ -99,6 +99,36 @@ START_WAIT_SECONDS = 3600.0
 #: (SIGTERM, SIGINT, SIGUSR1): EX_TEMPFAIL, "run again to resume".
 EXIT_STOPPED = 75
 
+# --------------------------------------------------------------------------- config defaults
+# The value a run gets for a key its YAML leaves out (``hawkes_cli.config.schema`` fields); the
+# samplers' own keyword defaults are these too. Documented per key in configs/*.yaml.
+
+DEFAULT_MODEL = 1
+#: ``sampler.iterations`` (warm-up included) and ``sampler.start_subsample`` (events).
+DEFAULT_ITERATIONS = 20_000
+DEFAULT_THIN = 1
+DEFAULT_SEED = 1
+#: ``sampler.resample_every``: 0 keeps locations fixed.
+DEFAULT_RESAMPLE_EVERY = 0
+#: ``sampler.initial_scale``: initial proposal sd on the log scale (without the fast start).
+DEFAULT_INITIAL_SCALE = 0.1
+#: ``sampler.n_cheap``, ``n_expensive``, ``jump_prob`` (tiered sampler).
+DEFAULT_N_CHEAP = 10
+DEFAULT_N_EXPENSIVE = 1
+DEFAULT_JUMP_PROB = 0.2
+DEFAULT_START_SUBSAMPLE = 20_000
+#: ``chains``: 4 chains of one GPU each, one chain per node job of 8 GPUs.
+DEFAULT_CHAINS = 4
+DEFAULT_GPUS_PER_CHAIN = 1
+DEFAULT_CHAINS_PER_NODE = 1
+DEFAULT_GPUS_PER_NODE = 8
+#: ``output.commit_every``: iterations between commits.
+DEFAULT_COMMIT_EVERY = 100
+#: ``slurm.time``, ``requeue_budget``, ``signal_seconds``.
+DEFAULT_SLURM_TIME = "24:00:00"
+DEFAULT_REQUEUE_BUDGET = 10
+DEFAULT_SIGNAL_SECONDS = 300
+
 # --------------------------------------------------------------------------- hawkes-prep
 
 #: Counts of the HHS facility file that become cases (``hawkes-prep hhs --count``): new

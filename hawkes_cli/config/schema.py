@@ -21,9 +21,27 @@ from ..priors import Prior
 from ..vocab import (
     BACKGROUNDS,
     DEFAULT_BACKGROUND,
+    DEFAULT_CHAINS,
+    DEFAULT_CHAINS_PER_NODE,
+    DEFAULT_COMMIT_EVERY,
     DEFAULT_ENGINE,
+    DEFAULT_GPUS_PER_CHAIN,
+    DEFAULT_GPUS_PER_NODE,
+    DEFAULT_INITIAL_SCALE,
+    DEFAULT_ITERATIONS,
+    DEFAULT_JUMP_PROB,
+    DEFAULT_MODEL,
+    DEFAULT_N_CHEAP,
+    DEFAULT_N_EXPENSIVE,
     DEFAULT_PRECISION,
+    DEFAULT_REQUEUE_BUDGET,
+    DEFAULT_RESAMPLE_EVERY,
     DEFAULT_SAMPLER,
+    DEFAULT_SEED,
+    DEFAULT_SIGNAL_SECONDS,
+    DEFAULT_SLURM_TIME,
+    DEFAULT_START_SUBSAMPLE,
+    DEFAULT_THIN,
     DEFAULT_TOLERANCE,
     ENGINES,
     MODELS,
@@ -121,7 +139,7 @@ class ModelConfig:
         1 (constant trigger lengthscale) or 2 (lengthscale ``sigma_x / sqrt(density)``).
     """
 
-    kind: int = field(default=1, metadata=choice(MODELS))
+    kind: int = field(default=DEFAULT_MODEL, metadata=choice(MODELS))
 
 
 @dataclass(frozen=True)
@@ -173,24 +191,28 @@ class SamplerConfig:
     """
 
     kind: str = field(default=DEFAULT_SAMPLER, metadata=choice(SAMPLER_KINDS))
-    iterations: int = field(default=20000, metadata=integer(minimum=1, maximum=MAX_ITERATIONS))
+    iterations: int = field(
+        default=DEFAULT_ITERATIONS, metadata=integer(minimum=1, maximum=MAX_ITERATIONS)
+    )
     warmup: int | None = field(default=None, metadata=integer(minimum=0, maximum=MAX_ITERATIONS))
-    thin: int = field(default=1, metadata=integer(minimum=1, maximum=MAX_ITERATIONS))
-    seed: int = field(default=1, metadata=integer(minimum=0, maximum=MAX_SEED))
-    resample_every: int = field(default=0, metadata=integer(minimum=0, maximum=MAX_ITERATIONS))
+    thin: int = field(default=DEFAULT_THIN, metadata=integer(minimum=1, maximum=MAX_ITERATIONS))
+    seed: int = field(default=DEFAULT_SEED, metadata=integer(minimum=0, maximum=MAX_SEED))
+    resample_every: int = field(
+        default=DEFAULT_RESAMPLE_EVERY, metadata=integer(minimum=0, maximum=MAX_ITERATIONS)
+    )
     target_accept: float | None = field(default=None, metadata=number(gt=0, lt=1))
     initial: str | Mapping[str, float] = field(
         default=INITIAL_AUTO, metadata=own_reader("start_values")
     )
-    initial_scale: float = field(default=0.1, metadata=number(gt=0))
-    n_cheap: int = field(default=10, metadata=integer(minimum=0, maximum=MAX_N_CHEAP))
+    initial_scale: float = field(default=DEFAULT_INITIAL_SCALE, metadata=number(gt=0))
+    n_cheap: int = field(default=DEFAULT_N_CHEAP, metadata=integer(minimum=0, maximum=MAX_N_CHEAP))
     n_expensive: int = field(
-        default=1,
-        metadata=integer(minimum=1, maximum=MAX_N_EXPENSIVE) | {OMIT_WHEN: 1},
+        default=DEFAULT_N_EXPENSIVE,
+        metadata=integer(minimum=1, maximum=MAX_N_EXPENSIVE) | {OMIT_WHEN: DEFAULT_N_EXPENSIVE},
     )
-    jump_prob: float = field(default=0.2, metadata=number(ge=0, le=1))
+    jump_prob: float = field(default=DEFAULT_JUMP_PROB, metadata=number(ge=0, le=1))
     start_subsample: int = field(
-        default=20000, metadata=integer(minimum=100, maximum=MAX_ITERATIONS)
+        default=DEFAULT_START_SUBSAMPLE, metadata=integer(minimum=100, maximum=MAX_ITERATIONS)
     )
 
     def __post_init__(self) -> None:
@@ -220,10 +242,16 @@ class ChainsConfig:
         GPUs of one node (>= 1).
     """
 
-    count: int = field(default=4, metadata=integer(minimum=1, maximum=MAX_CHAINS))
-    gpus_per_chain: int = field(default=1, metadata=integer(minimum=1, maximum=MAX_CHAINS))
-    chains_per_node: int = field(default=1, metadata=integer(minimum=1, maximum=MAX_CHAINS))
-    gpus_per_node: int = field(default=8, metadata=integer(minimum=1, maximum=MAX_CHAINS))
+    count: int = field(default=DEFAULT_CHAINS, metadata=integer(minimum=1, maximum=MAX_CHAINS))
+    gpus_per_chain: int = field(
+        default=DEFAULT_GPUS_PER_CHAIN, metadata=integer(minimum=1, maximum=MAX_CHAINS)
+    )
+    chains_per_node: int = field(
+        default=DEFAULT_CHAINS_PER_NODE, metadata=integer(minimum=1, maximum=MAX_CHAINS)
+    )
+    gpus_per_node: int = field(
+        default=DEFAULT_GPUS_PER_NODE, metadata=integer(minimum=1, maximum=MAX_CHAINS)
+    )
 
     def __post_init__(self) -> None:
         problem = placement_problem(self.gpus_per_chain, self.chains_per_node, self.gpus_per_node)
@@ -283,7 +311,9 @@ class OutputConfig:
     """
 
     run_dir: Path = field(metadata=path())
-    commit_every: int = field(default=100, metadata=integer(minimum=1, maximum=MAX_ITERATIONS))
+    commit_every: int = field(
+        default=DEFAULT_COMMIT_EVERY, metadata=integer(minimum=1, maximum=MAX_ITERATIONS)
+    )
 
 
 @dataclass(frozen=True)
@@ -307,15 +337,17 @@ class SlurmConfig:
     """
 
     partition: str | None = field(default=None, metadata=string())
-    time: str = field(default="24:00:00", metadata=own_reader("slurm_time"))
+    time: str = field(default=DEFAULT_SLURM_TIME, metadata=own_reader("slurm_time"))
     account: str | None = field(default=None, metadata=string())
     qos: str | None = field(default=None, metadata=string())
     extra: Mapping[str, str | bool] = field(
         default_factory=dict, metadata=own_reader("sbatch_options")
     )
-    requeue_budget: int = field(default=10, metadata=integer(minimum=0, maximum=MAX_ITERATIONS))
+    requeue_budget: int = field(
+        default=DEFAULT_REQUEUE_BUDGET, metadata=integer(minimum=0, maximum=MAX_ITERATIONS)
+    )
     signal_seconds: int = field(
-        default=300, metadata=integer(minimum=1, maximum=MAX_SIGNAL_SECONDS)
+        default=DEFAULT_SIGNAL_SECONDS, metadata=integer(minimum=1, maximum=MAX_SIGNAL_SECONDS)
     )
 
     @property
