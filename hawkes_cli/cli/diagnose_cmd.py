@@ -112,6 +112,7 @@ def diagnose(
     shorter than the others are named.
     """
     from .. import diagnostics as dg
+    from ..diagnostics.truth import format_truth
 
     setup_logging(verbose)
     if as_json and as_csv:
@@ -129,6 +130,8 @@ def diagnose(
         click.echo(dg.to_csv(report), nl=False)
     else:
         click.echo(dg.format_table(report))
+        if report.truth is not None:
+            click.echo("\n" + format_truth(report.truth))
     if netcdf is not None:
         click.echo(f"wrote {dg.write_netcdf(report, netcdf)}", err=True)
     if plots is not None:

@@ -27,6 +27,7 @@ from .read import (
 )
 from .records import County, Draws, Report, Verdict
 from .stats import rows
+from .truth import check_truth
 
 __all__ = ["diagnose", "load_draws"]
 
@@ -113,8 +114,10 @@ def _assemble(
     )
 
 
-def _load(run_dir: Path, options: DiagnoseOptions) -> tuple[Draws, list[Verdict], list[ChainRead]]:
-    """Read, select and derive: the draws, the notes of reading, and every chain read."""
+def _load(
+    run_dir: Path, options: DiagnoseOptions
+) -> tuple[Draws, list[Verdict], list[ChainRead], EventsInfo]:
+    """Read, select and derive: the draws, the notes of reading, every chain read, the events."""
     chains = read_chains(find_chain_files(run_dir), options)
     check_same_config(chains)
     used = require_draws(chains, run_dir, options)
@@ -129,7 +132,7 @@ def _load(run_dir: Path, options: DiagnoseOptions) -> tuple[Draws, list[Verdict]
     quantities += derived.xi0_fraction(arrays) + derived.weeks(arrays, info.time_unit)
     counties, lengthscales, county_notes = _county_quantities(options, arrays, info, model)
     draws = _assemble(run_dir, used, quantities + lengthscales, info, model, counties)
-    return draws, notes + county_notes, chains
+    return draws, notes + county_notes, chains, info
 
 
 def diagnose(run_dir: Path, options: DiagnoseOptions | None = None) -> Report:
@@ -158,7 +161,7 @@ def diagnose(run_dir: Path, options: DiagnoseOptions | None = None) -> Report:
     """
     options = options or DiagnoseOptions()
     run_dir = Path(run_dir)
-    draws, notes, chains = _load(run_dir, options)
+    draws, notes, chains, info = _load(run_dir, options)
     params, derived_rows = rows(draws)
     nonfinite = set(draws.variables) - set(draws.finite_names())
     found = (
@@ -181,6 +184,7 @@ def diagnose(run_dir: Path, options: DiagnoseOptions | None = None) -> Report:
         counties=draws.counties,
         verdicts=verdicts.sort_verdicts(found),
         draws=draws,
+        truth=check_truth(info.events.attrs if info.events is not None else {}, params),
     )
     log.info(
         "diagnosed %s: %d chains, %d draws each in common, status %s",

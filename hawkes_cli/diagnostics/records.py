@@ -8,11 +8,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .options import DiagnoseOptions
+
+if TYPE_CHECKING:
+    from .truth import TruthCheck
 
 __all__ = [
     "LEVELS",
@@ -330,6 +333,8 @@ class Report:
         Findings, failures first.
     draws
         The retained draws themselves (for exports and plots).
+    truth
+        For simulated events: the parameters they were drawn with against the posterior.
     """
 
     run_dir: Path
@@ -345,6 +350,7 @@ class Report:
     counties: tuple[County, ...]
     verdicts: tuple[Verdict, ...]
     draws: Draws = field(repr=False)
+    truth: TruthCheck | None = None
 
     @property
     def rows(self) -> tuple[SummaryRow, ...]:
