@@ -12,12 +12,13 @@ else has a default. An example::
     chains:   {count: 30, gpus_per_chain: 4, chains_per_node: 2, gpus_per_node: 8}
     engine:   {backend: opencl, precision: float32, device: null, tolerance: 0.05,
                background: auto}
-    output:   {run_dir: runs/covid-m1, commit_every: 100}
+    output:   {run_dir: runs/covid-model1, commit_every: 100}
     slurm:    {partition: gpu, time: "24:00:00", account: null, qos: null, extra: {},
                requeue_budget: 10, signal_seconds: 300}
 
-The keys, their defaults and their validation are the fields of the section dataclasses in
-:mod:`.schema` (``sampler.warmup`` left out is ``min(1000, iterations // 10)``).
+The keys and their validation are the fields of the section dataclasses in :mod:`.schema`;
+their defaults are named in :mod:`hawkes_cli.vocab` (``sampler.warmup`` left out is
+``min(1000, iterations // 10)``).
 
 Rules:
 
