@@ -138,7 +138,8 @@ COUNTS: tuple[str, ...] = ("admissions", "census")
 REGION_NAMES: tuple[str, ...] = ("states", "conus", "all")
 #: Where a case is put in its county (``--locations``): uniformly inside, or at the centroid.
 LOCATIONS: tuple[str, ...] = ("polygon", "centroid")
-#: CSV readers of the HHS file (``--reader``): pyarrow if installed, pyarrow, stdlib csv.
+#: CSV readers of the HHS file (``hawkes-prep hhs --engine``): pyarrow if installed, pyarrow,
+#: stdlib csv.
 CSV_READERS: tuple[str, ...] = ("auto", "pyarrow", "csv")
 #: Units of a polygon file's land-area field (``hawkes-prep counties``): Census ALAND square
 #: metres, or CENSUSAREA square miles.
