@@ -289,9 +289,9 @@ def read_csv(path: Path) -> list[dict[str, str]]:
 def test_run_gof_writes_every_file(run_dir, tmp_path, monkeypatch):
     import h5py
 
-    import hawkes_cli.gof.api as api
+    import hawkes_cli.gof.steps as steps
 
-    monkeypatch.setattr(api, "HDF5_FROM", 0)  # events.h5 too, as for large N
+    monkeypatch.setattr(steps, "HDF5_FROM", 0)  # events.h5 too, as for large N
     run, data = run_dir
     out = tmp_path / "gof"
     summary = run_gof(run, out, GofOptions(draws=5, date="75"))
@@ -351,7 +351,7 @@ def test_lengthscales_in_miles_for_every_county(tmp_path):
     from hawkes_cli.counties import load_county_table
     from hawkes_cli.diagnostics import lengthscale_miles
     from hawkes_cli.geo import PolygonLayer
-    from hawkes_cli.gof.api import _lengthscales
+    from hawkes_cli.gof.lengthscales import write_lengthscales
 
     keys = np.array(["36061", "06037"])
     geoms = np.array(
@@ -359,7 +359,7 @@ def test_lengthscales_in_miles_for_every_county(tmp_path):
     )
     layer = PolygonLayer(keys=keys, geoms=geoms, fields={}, crs="EPSG:4269", path="")
     sigma = np.array([0.04, 0.05, 0.06])
-    _, path = _lengthscales(tmp_path, layer, 2, sigma, None, np.zeros(0, dtype=np.int64))
+    _, path = write_lengthscales(tmp_path, layer, 2, sigma, None, np.zeros(0, dtype=np.int64))
     rows = read_csv(path)
     table = load_county_table()
     for row, key, geom in zip(rows, keys, geoms, strict=True):
@@ -373,17 +373,17 @@ def test_lengthscales_in_miles_for_every_county(tmp_path):
 def test_date_option_in_time_units_or_calendar():
     from hawkes_cli.data import EventData
     from hawkes_cli.errors import UsageError
-    from hawkes_cli.gof.api import _date_time
+    from hawkes_cli.gof.read import date_time
 
     one = np.zeros(1)
     dated = EventData(time=one, x=one, y=one, attrs={"origin_date": "2020-03-01"})
-    assert _date_time("12.5", dated) == 12.5
-    assert _date_time("2020-04-01", dated) == 31.0  # March has 31 days
+    assert date_time("12.5", dated) == 12.5
+    assert date_time("2020-04-01", dated) == 31.0  # March has 31 days
     plain = EventData(time=one, x=one, y=one)
     with pytest.raises(UsageError, match="origin_date"):
-        _date_time("2020-04-01", plain)
+        date_time("2020-04-01", plain)
     with pytest.raises(UsageError, match="neither a number nor an ISO date"):
-        _date_time("April", dated)
+        date_time("April", dated)
 
 
 _RANKS_SCRIPT = """
@@ -487,7 +487,7 @@ def test_census_polygons_that_cannot_be_read_skip_the_county_outputs(run_dir, tm
     readable (an error)."""
     import hawkes_cli.counties as counties_mod
     from hawkes_cli.errors import EventsError
-    from hawkes_cli.gof import api
+    from hawkes_cli.gof.read import county_polygons
 
     def missing(path=None, **_):
         raise EventsError("reading polygon files needs pyogrio (pip install pyogrio)")
@@ -497,7 +497,7 @@ def test_census_polygons_that_cannot_be_read_skip_the_county_outputs(run_dir, tm
     cfg = load_config(Path(run) / "config.yaml")
     lonlat = replace(data, attrs={**data.attrs, "crs": "lonlat"})
     no_polygons = replace(cfg, data=replace(cfg.data, counties=None))
-    out = api._county_layer(api.GofOptions(), no_polygons, lonlat, 100.0, "lonlat")
-    assert out == (None, None, None) and "cannot be read" in caplog.text
+    out = county_polygons(GofOptions(), no_polygons, lonlat, 100.0)
+    assert out is None and "cannot be read" in caplog.text
     with pytest.raises(EventsError, match="needs pyogrio"):
-        api._county_layer(api.GofOptions(), cfg, lonlat, 100.0, "lonlat")
+        county_polygons(GofOptions(), cfg, lonlat, 100.0)
