@@ -3,18 +3,19 @@
 A pipeline: :func:`~.read.read_run` reads the run into a :class:`~.record.GofRun`, then each
 step of :data:`STEPS` takes that record and returns it with its results and files added:
 
-1. ``locate`` (:mod:`.read`): the county polygons that describe the events (the config's
-   ``data.counties``, ``--gof-counties``, else the Census counties for lon/lat data) and each
-   event's polygon;
+1. ``locate`` (:mod:`.read`): the county polygons that describe the events (``--gof-counties``,
+   the config's ``data.counties``, else the synthetic grid of simulated data, else the Census
+   counties for lon/lat data) and each event's polygon;
 2. ``branching`` (:mod:`.branching`): branching probabilities over ``draws`` draws spread evenly
    over the retained ones, one pair pass each, with the chain's own likelihood (its engine,
    precision, truncation tolerance, window);
 3. ``write_events``: ``events.csv`` (and ``events.h5`` for large N), ``weekly.csv``;
 4. ``temporal`` (:mod:`.residuals`): temporal residuals at the posterior mean: ``gof.json``'s
    KS test, ``qq.png``, ``counts.png``;
-5. ``counties`` (:mod:`.counties`): county residuals at the posterior mean: ``counties.csv``,
-   ``counties.gpkg``; county lengthscales in miles (lon/lat data): ``lengthscales.csv``;
-6. ``maps`` (:mod:`.maps`, :mod:`.figures`): ``map_cases.png``, ``map_pearson.png``,
+5. ``counties`` (:mod:`.counties`, :mod:`.lengthscales`): county residuals at the posterior
+   mean: ``counties.csv``; county lengthscales (miles for lon/lat data, else coordinate
+   units): ``lengthscales.csv``; the polygons with both: ``counties.gpkg``;
+6. ``maps`` (:mod:`.maps`, :mod:`.mapping`): ``map_cases.png``, ``map_pearson.png``,
    ``map_triggered.png``, ``map_lengthscale.png`` and, with ``date``, ``map_intensity.png``.
 
 Residuals use one parameter value, the posterior mean of the retained draws (the plug-in fit),

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -14,8 +14,13 @@ from ..model import Params
 from ..vocab import PARAM_NAMES
 from .record import GofOptions, GofRun, Polygons, Posterior
 
+if TYPE_CHECKING:  # pragma: no cover
+    from ..geo import PolygonLayer
+
 log = logging.getLogger(__name__)
 
+#: The ``path`` of the synthetic grid's polygon layer.
+GRID = "<synthetic grid>"
 #: Least share of the events that must lie inside the polygons for county outputs: below it
 #: the polygons are not in the events' coordinates (e.g. a synthetic box read as lon/lat).
 MIN_INSIDE_SHARE = 0.5
@@ -94,18 +99,20 @@ def county_polygons(opts: GofOptions, config: Any, data: Any, area: float) -> Po
     path = opts.counties or config.data.counties
     crs = str(data.attrs.get("crs", ""))
     skipped = "county residuals and maps skipped"
-    if path is None and not derived.is_lonlat(crs):
+    layer = grid_layer(data) if path is None else None
+    if layer is None and path is None and not derived.is_lonlat(crs):
         log.warning("no county polygons for coordinates %r: %s; give --gof-counties", crs,
                     skipped)  # fmt: skip
         return None
-    try:
-        layer = read_polygon_layer(path)
-    except EventsError as exc:
-        if path is not None:
-            raise
-        log.warning("the Census county polygons cannot be read (%s): %s", exc, skipped)
-        return None
-    where = path or "the Census counties"
+    if layer is None:
+        try:
+            layer = read_polygon_layer(path)
+        except EventsError as exc:
+            if path is not None:
+                raise
+            log.warning("the Census county polygons cannot be read (%s): %s", exc, skipped)
+            return None
+    where = path or ("the synthetic grid" if layer.path == GRID else "the Census counties")
     locator = Locator(layer.geoms)
     event_poly = locator.locate(data.x, data.y)
     inside = float(np.mean(event_poly >= 0)) if data.n else 0.0
@@ -128,6 +135,25 @@ def county_polygons(opts: GofOptions, config: Any, data: Any, area: float) -> Po
         )  # fmt: skip
         return None
     return Polygons(layer, locator, event_poly, areas)
+
+
+def grid_layer(data: Any) -> PolygonLayer | None:
+    """The cells of simulated data's synthetic grid (events file attributes ``grid_nx``,
+    ``grid_ny``, ``bounds``) as polygons keyed by their FIPS codes, as the cut posterior
+    draws in them (:func:`hawkes_cli.resample.make_resampler`); None for other data."""
+    import shapely
+
+    from ..geo import PolygonLayer
+    from ..simulate import DensityGrid
+
+    attrs = data.attrs
+    if not all(k in attrs for k in ("grid_nx", "grid_ny", "bounds")):
+        return None
+    ny, nx = int(attrs["grid_ny"]), int(attrs["grid_nx"])
+    cells = DensityGrid(values=np.ones((ny, nx)), bounds=tuple(attrs["bounds"])).polygons()
+    keys = np.array([k for k, _ in cells])
+    boxes = np.array([shapely.box(x0, y0, x1, y1) for _, (x0, x1, y0, y1) in cells])
+    return PolygonLayer(keys=keys, geoms=boxes, fields={}, crs=None, path=GRID)
 
 
 def date_time(date: str, data: Any) -> float:

@@ -20,6 +20,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..geo import PolygonLayer
     from .branching import BranchingAccumulator
     from .counties import CountyCounts, Locator
+    from .lengthscales import Lengthscales
 
 #: Draws used for the branching probabilities by default.
 DEFAULT_DRAWS = 20
@@ -138,8 +139,8 @@ class GofRun:
         The branching probabilities over :attr:`Posterior.picked` (per event, week, county).
     counts
         Observed and expected counts per polygon at the posterior mean.
-    lengthscales : (K,) float64 or None
-        Effective lengthscale per polygon (posterior mean, miles) for lon/lat data.
+    lengthscales
+        Effective lengthscale per polygon (miles for lon/lat data, else coordinate units).
     summary
         What ``gof.json`` holds so far, in its order.
     written
@@ -155,7 +156,7 @@ class GofRun:
     polygons: Polygons | None = None
     branching: BranchingAccumulator | None = None
     counts: CountyCounts | None = None
-    lengthscales: np.ndarray | None = None
+    lengthscales: Lengthscales | None = None
     summary: Mapping[str, Any] = field(default_factory=dict)
     written: tuple[Path, ...] = ()
 

@@ -14,7 +14,7 @@ from . import branching as br
 from . import figures, residuals
 from .counties import county_counts
 from .files import write_counties_gpkg, write_csv, write_events_h5
-from .lengthscales import write_lengthscales
+from .lengthscales import county_lengthscales, write_lengthscales
 from .read import county_polygons, likelihood
 from .record import GofRun
 
@@ -115,13 +115,15 @@ def temporal(run: GofRun) -> GofRun:
         resc.cell_expected,
         run.out_dir / "counts.png",
         run.time_unit,
+        resc.cell_width,
     )
     return run.wrote(qq, counts, **summary)
 
 
 def counties(run: GofRun) -> GofRun:
-    """County residuals at the posterior mean (``counties.csv``, ``counties.gpkg``) and, for
-    lon/lat data, the lengthscales in miles (``lengthscales.csv``)."""
+    """County residuals at the posterior mean and the lengthscale of every county (miles for
+    lon/lat data, else coordinate units): ``counties.csv``, ``lengthscales.csv`` and
+    ``counties.gpkg`` (the polygons with every column of both)."""
     data, polys, acc = run.data, run.polygons, run.branching
     assert polys is not None and acc is not None
     cc = county_counts(
@@ -132,19 +134,19 @@ def counties(run: GofRun) -> GofRun:
         event_polygon=polys.event_polygon,
     )  # fmt: skip
     cs = acc.shares("county")
+    ls = county_lengthscales(
+        polys.layer, run.model, run.posterior.pooled["sigma_x"], data, polys.event_polygon,
+        lonlat=is_lonlat(run.crs),
+    )  # fmt: skip
     columns = [cc.keys, cc.observed, cc.expected, cc.expected_background, cc.expected_trigger,
                cc.pearson, cs.mean, cs.sd]  # fmt: skip
-    files = [write_csv(run.out_dir / "counties.csv", COUNTY_HEADER, columns, COUNTY_FORMATS)]
-    files += write_counties_gpkg(
-        run.out_dir / "counties.gpkg",
-        polys.layer,
-        {
-            "observed": cc.observed.astype(np.int64),
-            "expected": cc.expected,
-            "pearson": cc.pearson,
-            "share_triggered": cs.mean,
-        },
-    )
+    files = [
+        write_csv(run.out_dir / "counties.csv", COUNTY_HEADER, columns, COUNTY_FORMATS),
+        write_lengthscales(run.out_dir, ls),
+    ]
+    fields = dict(zip(COUNTY_HEADER[1:], columns[1:], strict=True))
+    files += write_counties_gpkg(run.out_dir / "counties.gpkg", polys.layer,
+                                 {**fields, **ls.columns()})  # fmt: skip
     summary = {
         "polygons": len(polys.layer.keys),
         "outside_observed": cc.outside_observed,
@@ -152,12 +154,6 @@ def counties(run: GofRun) -> GofRun:
         "expected_in_polygons": float(cc.expected.sum()),
         "pearson_chi2": float(np.nansum(cc.pearson**2)),
         "samples_per_source": run.opts.samples,
+        "lengthscale_unit": ls.unit,
     }
-    run = replace(run, counts=cc).wrote(*files, counties=summary)
-    if not is_lonlat(run.crs):
-        return run
-    miles, path = write_lengthscales(
-        run.out_dir, polys.layer, run.model, run.posterior.pooled["sigma_x"], data,
-        polys.event_polygon,
-    )  # fmt: skip
-    return replace(run, lengthscales=miles).wrote(path)
+    return replace(run, counts=cc, lengthscales=ls).wrote(*files, counties=summary)
