@@ -618,7 +618,7 @@ def test_colour_norms_cover_the_values(scale):
 def test_log_colour_bars_have_readable_ticks():
     from hawkes_cli.gof.mapping import color_norm, colorbar_ticks
 
-    for lo, hi in ((0.9, 1.6), (0.001, 0.8), (1.0, 30_000.0)):
+    for lo, hi in ((0.9, 1.6), (0.001, 0.8), (0.00087, 0.86), (1.0, 30_000.0), (1e-6, 0.02)):
         ticks = colorbar_ticks(color_norm(np.array([lo, hi]), "log"), "log")
         assert len(ticks) >= 4 and lo <= min(ticks) and max(ticks) <= hi, (lo, hi, ticks)
     ticks = colorbar_ticks(color_norm(np.array([-24.0, 18.8]), "diverging"), "diverging")

@@ -65,7 +65,7 @@ def color_norm(values: np.ndarray, scale: str) -> Any:
 
 def _nice_ticks(lo: float, hi: float) -> list[float]:
     """Ticks within ``[lo, hi]`` (positive): evenly spaced round numbers within a decade,
-    1-2-5 steps over up to three decades, powers of ten beyond; the ends added when fewer than
+    1-2-5 steps over up to 3.5 decades, powers of ten beyond; the ends added when fewer than
     four."""
     from matplotlib.ticker import MaxNLocator
 
@@ -73,7 +73,7 @@ def _nice_ticks(lo: float, hi: float) -> list[float]:
     if decades < 1:
         ticks = [float(t) for t in MaxNLocator(nbins=6).tick_values(lo, hi) if lo <= t <= hi]
     else:
-        steps = (1,) if decades > 3 else (1, 2, 5)
+        steps = (1,) if decades > 3.5 else (1, 2, 5)
         k0, k1 = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
         ticks = [m * 10.0**k for k in range(k0, k1 + 1) for m in steps if lo <= m * 10.0**k <= hi]
     if len(ticks) < 4:
@@ -86,10 +86,17 @@ def colorbar_ticks(norm: Any, scale: str) -> list[float] | None:
     """Ticks of a log or symmetric-log colour bar (None: matplotlib's own, linear scales)."""
     if scale in ("counts", "log"):
         return _nice_ticks(norm.vmin, norm.vmax)
-    if scale == "diverging":
-        pos = [t for t in _nice_ticks(1.0, norm.vmax) if t <= norm.vmax]
+    if scale == "diverging":  # 1-2-5 steps from 1 (the linear part is within +-2)
+        top = math.floor(math.log10(norm.vmax))
+        steps = [m * 10.0**k for k in range(top + 1) for m in (1, 2, 5)]
+        pos = [t for t in steps if t <= norm.vmax]
         return [-t for t in reversed(pos)] + [0.0] + pos
     return None
+
+
+def tick_label(value: float) -> str:
+    """A colour-bar tick label: 3 significant digits, a typographic minus sign."""
+    return f"{value:.3g}".replace("-", "\u2212")
 
 
 def _rings(geoms: np.ndarray) -> tuple[list[np.ndarray], np.ndarray]:
@@ -188,7 +195,7 @@ class MapBase:
         bar = fig.colorbar(coll, ax=ax, shrink=0.8, pad=0.02, label=label)
         ticks = colorbar_ticks(norm, scale)
         if ticks is not None:
-            bar.set_ticks(ticks, labels=[f"{t:g}" for t in ticks])
+            bar.set_ticks(ticks, labels=[tick_label(t) for t in ticks])
         if not np.all(np.isfinite(v)):
             _missing_legend(ax, missing, int(np.count_nonzero(~np.isfinite(v))))
         return fig, ax, norm
@@ -231,7 +238,7 @@ class MapBase:
         extend = "min" if pos.size and float(pos.min()) < norm.vmin else "neither"
         bar = fig.colorbar(mesh, ax=ax, shrink=0.8, pad=0.02, extend=extend, label=label)
         ticks = colorbar_ticks(norm, "log")
-        bar.set_ticks(ticks, labels=[f"{t:.3g}" for t in ticks])
+        bar.set_ticks(ticks, labels=[tick_label(t) for t in ticks])
         return fig, ax, norm
 
     def raster(
