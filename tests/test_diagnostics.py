@@ -709,6 +709,53 @@ def test_plots_are_written_as_png(small_report, tmp_path):
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000, p
 
 
+def test_posterior_plot_in_the_tables_units_with_marks_clear_of_text(small_report):
+    """posterior.png shows tau_t and sigma_t in days, as the table and the trace plots do
+    (not the weeks rows), and marks the median and the 95% interval with lines only: no
+    label inside the axes crosses them."""
+    from hawkes_cli.diagnostics.plots import _figure_class, _plotting, _posterior
+
+    report, _ = small_report
+    p = _plotting(report.draws, report.options)
+    fig = _posterior(p, _figure_class())
+    axes = [ax for ax in fig.axes if ax.get_visible()]
+    titles = [ax.get_title().splitlines()[0] for ax in axes]
+    assert "tau_t (days)" in titles and "sigma_t (days)" in titles
+    assert not [t for t in titles if "weeks" in t]
+    for ax in axes:
+        assert len(ax.texts) == 0, ax.get_title()  # numbers are in the title
+    tau = axes[titles.index("tau_t (days)")]
+    med, lo, hi = np.quantile(np.concatenate(report.draws.variables["tau_t"]), [0.5, 0.025, 0.975])
+    marks = sorted(line.get_xdata()[0] for line in tau.lines if len(set(line.get_xdata())) == 1)
+    assert marks == pytest.approx([lo, med, hi])
+    assert f"median {med:.4g}" in tau.get_title()
+
+
+def test_county_lengthscale_in_coordinate_units_off_lon_lat(tmp_path):
+    """Synthetic coordinates: sigma_x (model 1) or sigma_x / sqrt(density) (model 2) in
+    coordinate units, no miles and no note about latitudes."""
+    from types import SimpleNamespace
+
+    from hawkes_cli.diagnostics import derived
+    from hawkes_cli.diagnostics.render import _county_lines
+
+    assert derived.length_unit("synthetic") == derived.COORD_UNITS == "coord units"
+    assert derived.length_unit("EPSG:4269") == derived.length_unit("") == derived.MILES
+    events = EventData(time=np.arange(3.0), x=np.zeros(3), y=np.array([300.0, 301.0, 302.0]),
+                       density=np.array([4.0, 4.0, 4.0]), fips=np.array(["00039"] * 3),
+                       attrs={"crs": "synthetic"})  # fmt: skip
+    for model, factor in ((1, 1.0), (2, 0.5)):
+        county, note = derived.county("00039", events, tmp_path, model, unit=derived.COORD_UNITS)
+        assert note is None and county.factor == factor
+        q = derived.lengthscale(county, (np.array([0.2, 0.4]),), unit=derived.COORD_UNITS)
+        assert q.unit == "coord units" and q.arrays[0].tolist() == [0.2 * factor, 0.4 * factor]
+    _, note = derived.county("00039", events, tmp_path, 1)  # miles: y is not a latitude
+    assert "not a latitude" in note
+    row = SimpleNamespace(name="lengthscale_00039", unit=q.unit)
+    lines = _county_lines(SimpleNamespace(counties=[county], rows=[row]))
+    assert lines[1].endswith("coord units per sigma_x") and "miles" not in "".join(lines)
+
+
 def test_import_is_cheap():
     code = (
         "import sys, hawkes_cli.diagnostics; "

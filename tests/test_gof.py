@@ -289,9 +289,9 @@ def read_csv(path: Path) -> list[dict[str, str]]:
 def test_run_gof_writes_every_file(run_dir, tmp_path, monkeypatch):
     import h5py
 
-    import hawkes_cli.gof.api as api
+    import hawkes_cli.gof.steps as steps
 
-    monkeypatch.setattr(api, "HDF5_FROM", 0)  # events.h5 too, as for large N
+    monkeypatch.setattr(steps, "HDF5_FROM", 0)  # events.h5 too, as for large N
     run, data = run_dir
     out = tmp_path / "gof"
     summary = run_gof(run, out, GofOptions(draws=5, date="75"))
@@ -314,21 +314,52 @@ def test_run_gof_writes_every_file(run_dir, tmp_path, monkeypatch):
     expected = sum(float(r["expected"]) for r in counties)
     c = on_disk["counties"]
     assert expected + c["outside_expected"] == pytest.approx(on_disk["compensator"], rel=1e-4)
-    import pyogrio
-
-    meta, _, _, table = pyogrio.raw.read(out / "counties.gpkg")  # what QGIS opens
-    columns = dict(zip(meta["fields"], table, strict=True))
-    assert columns["GEOID"].tolist() == [r["fips"] for r in counties]
-    np.testing.assert_allclose(columns["pearson"], [float(r["pearson"]) for r in counties],
-                               rtol=1e-3)  # fmt: skip
-    assert columns["observed"].sum() == data.n
+    assert_gpkg_holds_the_csvs(out)
+    lengths = read_csv(out / "lengthscales.csv")  # synthetic coordinates: coordinate units
+    assert [r["fips"] for r in lengths] == [r["fips"] for r in counties]
+    sigma_x = on_disk["parameters"]["sigma_x"]  # model 1: sigma_x itself, in every cell
+    assert [float(r["coord_units_mean"]) for r in lengths] == pytest.approx([sigma_x] * 16,
+                                                                            rel=1e-4)  # fmt: skip
+    assert on_disk["counties"]["lengthscale_unit"] == "coord units"
     weekly = read_csv(out / "weekly.csv")
     assert sum(int(r["events"]) for r in weekly) == data.n
     for name in ("qq.png", "counts.png", "map_cases.png", "map_pearson.png",
-                 "map_triggered.png", "map_intensity.png"):  # fmt: skip
+                 "map_triggered.png", "map_lengthscale.png", "map_intensity.png"):  # fmt: skip
         png = (out / name).read_bytes()
         assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5000, name
-    assert not (out / "lengthscales.csv").exists()  # synthetic coordinates: no miles
+        assert white_margins(out / name) < 0.03, name  # cropped to what is drawn
+
+
+def assert_gpkg_holds_the_csvs(out: Path) -> None:
+    """``counties.gpkg`` read back with pyogrio (what QGIS opens): its polygons carry every
+    column of ``counties.csv`` and ``lengthscales.csv`` with the same values."""
+    import pyogrio
+
+    meta, _, geometry, table = pyogrio.raw.read(out / "counties.gpkg")
+    columns = dict(zip(meta["fields"], table, strict=True))
+    counties = read_csv(out / "counties.csv")
+    lengths = read_csv(out / "lengthscales.csv")
+    assert columns["GEOID"].tolist() == [r["fips"] for r in counties]
+    assert len(geometry) == len(counties) and all(g is not None for g in geometry)
+    for rows in (counties, lengths):
+        for name in rows[0]:
+            if name in ("fips", "latitude", "density"):
+                continue
+            csv_values = np.array([float(r[name]) if r[name] else np.nan for r in rows])
+            np.testing.assert_allclose(columns[name], csv_values, rtol=1e-3, err_msg=name)
+    for name in ("pearson", "share_triggered", "share_triggered_sd", "expected"):
+        assert name in columns
+
+
+def white_margins(path: Path) -> float:
+    """The largest share of the picture's width or height that is blank border."""
+    from matplotlib import image
+
+    rgb = image.imread(str(path))[..., :3]
+    ink = np.any(rgb < 0.99, axis=2)
+    rows, cols = np.flatnonzero(ink.any(axis=1)), np.flatnonzero(ink.any(axis=0))
+    h, w = ink.shape
+    return max(rows[0] / h, (h - 1 - rows[-1]) / h, cols[0] / w, (w - 1 - cols[-1]) / w)
 
 
 def test_cli_gof_and_errors(run_dir, tmp_path):
@@ -351,7 +382,7 @@ def test_lengthscales_in_miles_for_every_county(tmp_path):
     from hawkes_cli.counties import load_county_table
     from hawkes_cli.diagnostics import lengthscale_miles
     from hawkes_cli.geo import PolygonLayer
-    from hawkes_cli.gof.api import _lengthscales
+    from hawkes_cli.gof.lengthscales import county_lengthscales, write_lengthscales
 
     keys = np.array(["36061", "06037"])
     geoms = np.array(
@@ -359,7 +390,8 @@ def test_lengthscales_in_miles_for_every_county(tmp_path):
     )
     layer = PolygonLayer(keys=keys, geoms=geoms, fields={}, crs="EPSG:4269", path="")
     sigma = np.array([0.04, 0.05, 0.06])
-    _, path = _lengthscales(tmp_path, layer, 2, sigma, None, np.zeros(0, dtype=np.int64))
+    ls = county_lengthscales(layer, 2, sigma, None, np.zeros(0, dtype=np.int64), lonlat=True)
+    path = write_lengthscales(tmp_path, ls)
     rows = read_csv(path)
     table = load_county_table()
     for row, key, geom in zip(rows, keys, geoms, strict=True):
@@ -373,17 +405,17 @@ def test_lengthscales_in_miles_for_every_county(tmp_path):
 def test_date_option_in_time_units_or_calendar():
     from hawkes_cli.data import EventData
     from hawkes_cli.errors import UsageError
-    from hawkes_cli.gof.api import _date_time
+    from hawkes_cli.gof.read import date_time
 
     one = np.zeros(1)
     dated = EventData(time=one, x=one, y=one, attrs={"origin_date": "2020-03-01"})
-    assert _date_time("12.5", dated) == 12.5
-    assert _date_time("2020-04-01", dated) == 31.0  # March has 31 days
+    assert date_time("12.5", dated) == 12.5
+    assert date_time("2020-04-01", dated) == 31.0  # March has 31 days
     plain = EventData(time=one, x=one, y=one)
     with pytest.raises(UsageError, match="origin_date"):
-        _date_time("2020-04-01", plain)
+        date_time("2020-04-01", plain)
     with pytest.raises(UsageError, match="neither a number nor an ISO date"):
-        _date_time("April", dated)
+        date_time("April", dated)
 
 
 _RANKS_SCRIPT = """
@@ -468,11 +500,11 @@ def test_maps_without_pyproj_use_a_plain_projection(monkeypatch, caplog):
     true to scale at 38 N, and says so."""
     import shapely
 
-    from hawkes_cli.gof import figures
+    from hawkes_cli.gof import mapping
 
     monkeypatch.setitem(sys.modules, "pyproj", None)  # import pyproj -> ImportError
     squares = np.array([shapely.box(-100.0, 38.0, -99.0, 39.0), shapely.box(-90, 30, -89, 31)])
-    base = figures.MapBase(np.array(["20001", "22001"]), squares, True, None)
+    base = mapping.MapBase(np.array(["20001", "22001"]), squares, True, None)
     assert "pyproj is not installed" in caplog.text
     x, _ = base.transformer.transform(np.array([-100.0, -99.0]), np.array([38.0, 38.0]))
     km_per_degree_at_38 = 111.195 * math.cos(math.radians(38.0))
@@ -487,7 +519,7 @@ def test_census_polygons_that_cannot_be_read_skip_the_county_outputs(run_dir, tm
     readable (an error)."""
     import hawkes_cli.counties as counties_mod
     from hawkes_cli.errors import EventsError
-    from hawkes_cli.gof import api
+    from hawkes_cli.gof.read import county_polygons
 
     def missing(path=None, **_):
         raise EventsError("reading polygon files needs pyogrio (pip install pyogrio)")
@@ -495,9 +527,201 @@ def test_census_polygons_that_cannot_be_read_skip_the_county_outputs(run_dir, tm
     monkeypatch.setattr(counties_mod, "read_polygon_layer", missing)
     run, data = run_dir
     cfg = load_config(Path(run) / "config.yaml")
-    lonlat = replace(data, attrs={**data.attrs, "crs": "lonlat"})
+    real = {k: v for k, v in data.attrs.items() if not k.startswith("grid_")}  # no synthetic grid
+    lonlat = replace(data, attrs={**real, "crs": "lonlat"})
     no_polygons = replace(cfg, data=replace(cfg.data, counties=None))
-    out = api._county_layer(api.GofOptions(), no_polygons, lonlat, 100.0, "lonlat")
-    assert out == (None, None, None) and "cannot be read" in caplog.text
+    out = county_polygons(GofOptions(), no_polygons, lonlat, 100.0)
+    assert out is None and "cannot be read" in caplog.text
     with pytest.raises(EventsError, match="needs pyogrio"):
-        api._county_layer(api.GofOptions(), cfg, lonlat, 100.0, "lonlat")
+        county_polygons(GofOptions(), cfg, lonlat, 100.0)
+
+
+# ------------------------------------------------------------------ figures fit for a paper
+
+
+def test_qq_points_are_exponential_quantiles_with_order_statistic_bands():
+    """Theoretical quantiles ``-log(1 - (i - 1/2)/n)``, the sorted gaps, and the band of the
+    smallest and largest of n Exp(1) gaps in closed form: ``-log(1 - U_(1))`` is Exp(n) and
+    ``U_(n)`` has cdf ``u^n``."""
+    from hawkes_cli.gof.figures import qq_points
+
+    gaps = np.array([0.7, 0.1, 2.5, 0.3, 1.2, 0.05, 0.9, 4.0, 0.2, 0.6])
+    n = gaps.size
+    qq = qq_points(gaps, points=1000)
+    assert qq.rank.tolist() == list(range(1, n + 1))  # few gaps: every one
+    i = np.arange(1, n + 1)
+    np.testing.assert_allclose(qq.theoretical, -np.log(1 - (i - 0.5) / n), rtol=1e-14)
+    np.testing.assert_array_equal(qq.empirical, np.sort(gaps))
+    assert qq.lower[0] == pytest.approx(-math.log(0.975) / n, rel=1e-9)
+    assert qq.upper[0] == pytest.approx(-math.log(0.025) / n, rel=1e-9)
+    assert qq.lower[-1] == pytest.approx(-math.log(1 - 0.025 ** (1 / n)), rel=1e-9)
+    assert qq.upper[-1] == pytest.approx(-math.log(1 - 0.975 ** (1 / n)), rel=1e-9)
+    assert np.all(qq.lower < qq.theoretical) and np.all(qq.theoretical < qq.upper)
+
+
+def test_qq_points_thinned_at_a_million_events_and_the_band_holds_the_truth():
+    from hawkes_cli.gof.figures import QQ_POINTS, qq_points
+
+    gaps = np.random.default_rng(5).exponential(size=1_000_000)
+    qq = qq_points(gaps)
+    assert qq.n == 1_000_000 and qq.rank[0] == 1 and qq.rank[-1] == qq.n
+    assert 100 < qq.rank.size <= QQ_POINTS + 2  # points apart, not a thick line
+    assert np.all(np.diff(qq.theoretical) > 0)
+    spacing = np.diff(qq.theoretical)  # even along the axis, but for the last few ranks
+    assert np.median(spacing) < 1.5 * qq.theoretical[-1] / QQ_POINTS
+    np.testing.assert_array_equal(qq.empirical, np.sort(gaps)[qq.rank - 1])
+
+
+def test_qq_band_covers_each_order_statistic_95_percent_of_the_time():
+    """Pointwise: over replicates of n = 20 Exp(1) gaps, each sorted gap lies in its band in
+    95% of them (4000 replicates: within 0.95 +- 0.015)."""
+    from hawkes_cli.gof.figures import qq_points
+
+    rng = np.random.default_rng(11)
+    band = qq_points(rng.exponential(size=20), points=1000)
+    reps = np.sort(rng.exponential(size=(4000, 20)), axis=1)
+    covered = ((band.lower <= reps) & (reps <= band.upper)).mean(axis=0)
+    assert np.all(np.abs(covered - 0.95) < 0.015), covered
+
+
+def test_counts_cells_say_what_a_cell_is():
+    from hawkes_cli.gof.figures import cell_label
+
+    t = np.repeat(np.arange(10.0), 3)
+    r = rescale(t, TRUTH, np.random.default_rng(0))
+    assert r.lattice == 1.0 and r.cell_width == 1.0
+    assert cell_label(r.cell_width, "day") == "day"
+    assert cell_label(7.0, "days") == "7 days" and cell_label(1.0, "week") == "week"
+    distinct = rescale(np.sort(np.random.default_rng(1).uniform(0, 5000, 50)), TRUTH,
+                       np.random.default_rng(0))  # fmt: skip
+    assert distinct.cell_width == np.diff(distinct.cell_times)[0] == 3.0  # ~2000 cells at most
+
+
+@pytest.mark.parametrize("scale", ["counts", "diverging", "linear", "log"])
+def test_colour_norms_cover_the_values(scale):
+    """No value saturates: the colour scale spans every value drawn (a diverging one
+    symmetric about 0), as for the Pearson residuals of the 1M run (-24 .. 18.8)."""
+    from hawkes_cli.gof.mapping import color_norm
+
+    values = {"counts": [0, 1, 7, 30_000, np.nan], "diverging": [-24.0, -1.0, 0.3, 18.8],
+              "linear": [0.02, 0.5, 0.97], "log": [0.0011, 0.03, 0.9]}[scale]  # fmt: skip
+    norm = color_norm(np.array(values, dtype=float), scale)
+    signed = scale in ("diverging", "linear")
+    drawn = np.array([v for v in values if np.isfinite(v) and (v > 0 or signed)])
+    assert norm.vmin <= drawn.min() and norm.vmax >= drawn.max()
+    if scale == "diverging":
+        assert norm.vmin == -norm.vmax == -24.0
+    if scale == "counts":
+        assert norm.vmin == 1.0
+
+
+def test_log_colour_bars_have_readable_ticks():
+    from hawkes_cli.gof.mapping import color_norm, colorbar_ticks
+
+    for lo, hi in ((0.9, 1.6), (0.001, 0.8), (0.00087, 0.86), (1.0, 30_000.0), (1e-6, 0.02)):
+        ticks = colorbar_ticks(color_norm(np.array([lo, hi]), "log"), "log")
+        assert len(ticks) >= 4 and lo <= min(ticks) and max(ticks) <= hi, (lo, hi, ticks)
+    ticks = colorbar_ticks(color_norm(np.array([-24.0, 18.8]), "diverging"), "diverging")
+    assert ticks[0] == -ticks[-1] and 0.0 in ticks and max(ticks) <= 24.0
+
+
+def _map(lonlat: bool = False):
+    import shapely
+
+    from hawkes_cli.gof.mapping import MapBase
+
+    keys, geoms = grid_locator()
+    if lonlat:
+        geoms = shapely.transform(geoms, lambda xy: xy * [1.0, 0.5] + [-100.0, 35.0])
+        keys = np.char.add("20", np.char.ljust(keys, 3).astype("<U3"))
+    return MapBase(keys, geoms, lonlat, None), geoms
+
+
+@pytest.mark.parametrize("lonlat", [False, True])
+def test_map_axes_span_the_polygons_and_grey_has_a_legend(lonlat):
+    import shapely
+
+    from hawkes_cli.gof.mapping import MARGIN
+
+    base, geoms = _map(lonlat)
+    values = np.arange(16, dtype=float)  # 0: no cases, grey on a log scale
+    _, ax, _ = base.choropleth_figure(values, "t", label="cases", cmap="YlOrRd",
+                                        scale="counts", missing="no cases")  # fmt: skip
+    x0, y0, x1, y1 = base.bounds
+    pad = 1.5 * MARGIN * max(x1 - x0, y1 - y0)
+    (a, b), (c, d) = ax.get_xlim(), ax.get_ylim()
+    assert x0 - pad <= a <= x0 and x1 <= b <= x1 + pad
+    assert y0 - pad <= c <= y0 and y1 <= d <= y1 + pad
+    if not lonlat:
+        assert (x0, y0, x1, y1) == tuple(shapely.total_bounds(geoms))
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert legend == ["no cases (1)"]
+    _, ax2, _ = base.choropleth_figure(values + 1, "t", label="cases", cmap="YlOrRd",
+                                          scale="counts", missing="no cases")  # fmt: skip
+    assert ax2.get_legend() is None  # nothing grey, no legend
+
+
+def test_intensity_raster_is_clipped_to_the_polygons_and_per_km2(tmp_path):
+    """Pixels off the polygons are blank; a square degree at latitude 60 is half of one at
+    the equator, 111.195^2 km^2."""
+    from types import SimpleNamespace
+
+    import shapely
+
+    from hawkes_cli.gof.counties import Locator
+    from hawkes_cli.gof.mapping import MapBase
+    from hawkes_cli.gof.maps import intensity_title, per_km2, pixel_grid, time_step
+
+    keys = np.array(["00000", "00001"])
+    geoms = np.array([shapely.box(0, 0, 4, 10), shapely.box(6, 0, 10, 10)])  # a gap between
+    base = MapBase(keys, geoms, False, None)
+    run = SimpleNamespace(polygons=SimpleNamespace(layer=SimpleNamespace(geoms=geoms),
+                                                   locator=Locator(geoms)))  # fmt: skip
+    grid = pixel_grid(run, base)
+    cx = 0.5 * (grid.x_edges[:-1] + grid.x_edges[1:])
+    in_gap = (cx > 4) & (cx < 6)
+    assert not grid.inside[:, in_gap].any() and grid.inside[:, (cx < 4) | (cx > 6)].all()
+    assert per_km2(np.array([1.0]), np.array([60.0]))[0] == pytest.approx(2 / 111.195**2)
+    assert intensity_title("540", 540.0, time_step("day")) == "Conditional intensity on day 540"
+    assert intensity_title("2021-06-24", 540.0, "day") == (
+        "Conditional intensity on 2021-06-24 (day 540)"
+    )
+
+
+def test_synthetic_grid_gives_the_county_outputs(run_dir):
+    """Simulated data whose config names no polygons (``counties: null``, the synthetic grid)
+    get their county outputs on the grid's cells, keyed as the events' fips."""
+    from hawkes_cli.gof.read import GRID, county_polygons
+
+    run, data = run_dir
+    cfg = load_config(Path(run) / "config.yaml")
+    no_polygons = replace(cfg, data=replace(cfg.data, counties=None))
+    polys = county_polygons(GofOptions(), no_polygons, data, float(data.attrs["area"]))
+    assert polys is not None and polys.layer.path == GRID
+    keys, geoms = grid_locator()
+    assert polys.layer.keys.tolist() == keys.tolist()
+    assert np.all(polys.layer.keys[polys.event_polygon] == data.fips)
+    np.testing.assert_allclose(polys.areas, [g.area for g in geoms])
+
+
+def test_lengthscales_in_coordinate_units_off_lon_lat():
+    """Model 2 on the synthetic grid: sigma_x / sqrt(density of the cell's events), no miles."""
+    import shapely
+
+    from hawkes_cli.geo import PolygonLayer
+    from hawkes_cli.gof.lengthscales import COORD_UNITS, county_lengthscales
+
+    keys = np.array(["00000", "00001"])
+    layer = PolygonLayer(keys=keys, geoms=np.array([shapely.box(0, 0, 1, 1),
+                         shapely.box(1, 0, 2, 1)]), fields={}, crs=None, path="")  # fmt: skip
+    data = SimpleData(density=np.array([4.0, 4.0, 100.0]))
+    sigma = np.array([0.1, 0.2, 0.3])
+    ls = county_lengthscales(layer, 2, sigma, data, np.array([0, 0, 1]), lonlat=False)
+    assert ls.unit == COORD_UNITS and ls.latitude is None
+    np.testing.assert_allclose(ls.mean, [0.2 / 2, 0.2 / 10])
+    assert list(ls.columns()) == ["coord_units_mean", "coord_units_q025", "coord_units_q975"]
+
+
+class SimpleData:
+    def __init__(self, density: np.ndarray) -> None:
+        self.density = density

@@ -21,13 +21,17 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..data import EventData
 
 __all__ = [
+    "COORD_UNITS",
     "DAYS_PER_WEEK",
+    "MILES",
     "MILES_PER_DEGREE",
     "Quantity",
+    "coordinate_factor",
     "county",
     "county_factor",
     "is_days",
     "is_lonlat",
+    "length_unit",
     "lengthscale",
     "lengthscale_miles",
     "parameters",
@@ -38,6 +42,8 @@ __all__ = [
 
 MILES_PER_DEGREE = 69.17
 """Miles per degree, the published conversion (times ``cos(latitude)``)."""
+MILES, COORD_UNITS = "miles", "coord units"
+"""Units of a county lengthscale: lon/lat data, and data in other coordinates."""
 DAYS_PER_WEEK = 7.0
 
 _DAY_UNITS = frozenset({"d", "day", "days"})
@@ -147,19 +153,45 @@ def is_lonlat(crs: str) -> bool:
     return not crs or crs.lower() in _LONLAT_CRS
 
 
+def length_unit(crs: str) -> str:
+    """The unit of a county's effective lengthscale: :data:`MILES` for lon/lat coordinates
+    (the published conversion), else :data:`COORD_UNITS` (no conversion: e.g. the synthetic
+    grid)."""
+    return MILES if is_lonlat(crs) else COORD_UNITS
+
+
+def coordinate_factor(model: int, density: float | None) -> float:
+    """Coordinate units per unit of ``sigma_x``: 1 (model 1) or ``1/sqrt(density)`` (model
+    2)."""
+    if model != 2:
+        return 1.0
+    if density is None or not density > 0:
+        raise UsageError(
+            f"model 2 needs the county's population density for its lengthscale, got {density!r}"
+        )
+    return 1.0 / math.sqrt(density)
+
+
 # --------------------------------------------------------------------------- counties
 
 
 def county(
-    fips: str, events: EventData, events_path: Path, model: int
+    fips: str, events: EventData, events_path: Path, model: int, unit: str = MILES
 ) -> tuple[County, str | None]:
-    """A county's latitude, density and miles factor from its events.
+    """A county's latitude, density and lengthscale factor from its events.
+
+    Parameters
+    ----------
+    unit
+        :data:`MILES` (the factor converts degrees at the county's latitude) or
+        :data:`COORD_UNITS` (no conversion; :func:`length_unit` of the events' crs says
+        which).
 
     Returns
     -------
     tuple
-        The :class:`County` and, when its mean ``y`` is not a latitude (its factor is NaN
-        then), why.
+        The :class:`County` and, in miles when its mean ``y`` is not a latitude (its factor
+        is NaN then), why.
 
     Raises
     ------
@@ -187,6 +219,8 @@ def county(
             f"--county {fips}: model 2 needs population densities, but {events_path} has no "
             "density column"
         )
+    if unit == COORD_UNITS:
+        return County(fips, latitude, density, n, coordinate_factor(model, density)), None
     note = None
     if not -90.0 <= latitude <= 90.0:
         note = f"county {fips}: mean y {latitude:.6g} is not a latitude in degrees"
@@ -252,12 +286,12 @@ def weeks(arrays: Mapping[str, Arrays], time_unit: str) -> list[Quantity]:
     ]
 
 
-def lengthscale(where: County, sigma_x: Arrays) -> Quantity:
-    """The effective spatial lengthscale in miles at a county."""
+def lengthscale(where: County, sigma_x: Arrays, unit: str = MILES) -> Quantity:
+    """The effective spatial lengthscale at a county, in ``unit`` (that of its factor)."""
     return Quantity(
         f"lengthscale_{where.fips}",
         tuple(a * where.factor for a in sigma_x),
         f"lengthscale {where.fips}",
-        "miles",
+        unit,
         scale_of=("sigma_x", where.factor),
     )

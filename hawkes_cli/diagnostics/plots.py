@@ -115,8 +115,10 @@ def _rank(p: _Plotting, Figure: Any) -> Any:
 
 
 def _posterior_names(p: _Plotting) -> list[str]:
-    """Table 1 in pictures: the parameters in reporting units, then the derived quantities."""
-    names = [f"{q}_weeks" if f"{q}_weeks" in p.finite else q for q in p.params]
+    """The table's quantities in the table's units: the parameters (``tau_t`` and ``sigma_t``
+    in the data's time unit, as the table and the trace plots), then the derived quantities
+    that are not the same parameter in another unit (``*_weeks``)."""
+    names = list(p.params)
     names += [
         v
         for v in p.draws.variables
@@ -126,7 +128,10 @@ def _posterior_names(p: _Plotting) -> list[str]:
 
 
 def _mark_interval(ax: Any, title: str, values: np.ndarray) -> None:
+    """The median (solid) and the equal-tailed 95% interval (dashed), their numbers in the
+    title (no text inside the axes, where it would cross the lines)."""
     med, lo, hi = np.quantile(values, [0.5, 0.025, 0.975])
+    ax.axvline(med, color="C3", linestyle="-", linewidth=1.2)
     ax.axvline(lo, color="k", linestyle="--", linewidth=1)
     ax.axvline(hi, color="k", linestyle="--", linewidth=1)
     sub = f"median {med:.4g}, 95% interval ({lo:.4g}, {hi:.4g})"
@@ -145,9 +150,8 @@ def _posterior(p: _Plotting, Figure: Any) -> Any:
         p.idata,
         var_names=names,
         ax=axes[: len(names)],
-        point_estimate="median",
+        point_estimate=None,
         hdi_prob="hide",
-        round_to=4,
         textsize=10,
         show=False,
     )
@@ -155,16 +159,18 @@ def _posterior(p: _Plotting, Figure: Any) -> Any:
         _mark_interval(ax, p.title(name), np.concatenate(p.draws.variables[name]))
     for ax in axes[len(names) :]:
         ax.set_visible(False)
-    fig.suptitle(f"Posterior (dashed: equal-tailed 95% interval) — {p.what}")
+    fig.suptitle(f"Posterior density (red: median; dashed: equal-tailed 95% interval) — {p.what}")
     return fig
 
 
-def save_png(fig: Any, path: Path, dpi: int = 100) -> Path:
+def save_png(fig: Any, path: Path, dpi: int = 100, *, tight: bool = False) -> Path:
     """Write the matplotlib figure ``fig`` to ``path`` as PNG, atomically (UsageError if the
-    folder refuses it); returns ``path``."""
+    folder refuses it); ``tight``: cropped to the drawn content plus a small pad. Returns
+    ``path``."""
+    crop = {"bbox_inches": "tight", "pad_inches": 0.04} if tight else {}
     try:
         with atomic.replacing(path) as tmp:
-            fig.savefig(tmp, dpi=dpi, format="png")
+            fig.savefig(tmp, dpi=dpi, format="png", **crop)
     except OSError as exc:
         raise UsageError(f"cannot write {path}: {exc}") from exc
     log.info("wrote %s", path)

@@ -22,7 +22,7 @@ _POSTERIOR_HEADER = (
     "ESS tail",
     "MCSE mean",
 )
-_COUNTY_HEADER = ("county", "latitude", "density /mi^2", "events", "miles per sigma_x")
+_COUNTY_HEADER = ("county", "latitude", "density /mi^2", "events")
 _CHAIN_HEADER = ("chain", "file", "committed", "used", "iterations used", "acceptance", "status")
 
 
@@ -109,7 +109,9 @@ def _county_lines(report: Report) -> list[str]:
         ]
         for c in report.counties
     ]
-    return ["", *_table(_COUNTY_HEADER, rows, left=1)]
+    units = {r.unit for r in report.rows if r.name == f"lengthscale_{report.counties[0].fips}"}
+    unit = units.pop() if units else "miles"
+    return ["", *_table((*_COUNTY_HEADER, f"{unit} per sigma_x"), rows, left=1)]
 
 
 def _chain_lines(report: Report) -> list[str]:

@@ -65,6 +65,9 @@ class Rescaled:
         Events in each cell.
     cell_expected : (C,) float64
         Compensator increment over each cell.
+    cell_width : float
+        Width of every cell, time units (the lattice spacing, or the whole time units of a
+        cell).
     """
 
     tau: np.ndarray
@@ -73,6 +76,7 @@ class Rescaled:
     cell_times: np.ndarray
     cell_observed: np.ndarray
     cell_expected: np.ndarray
+    cell_width: float
 
 
 def lattice_spacing(time: np.ndarray) -> float | None:
@@ -186,6 +190,7 @@ def rescale(time: np.ndarray, p: Params, rng: np.random.Generator) -> Rescaled:
             cell_times=v,
             cell_observed=counts.astype(np.int64),
             cell_expected=hi - lo,
+            cell_width=h,
         )
     lam = ground_compensator(v, t, p)
     unit = max(1.0, math.ceil((t[-1] - t[0]) / 2000.0))  # at most ~2000 cells
@@ -201,6 +206,7 @@ def rescale(time: np.ndarray, p: Params, rng: np.random.Generator) -> Rescaled:
         cell_times=edges[:-1],
         cell_observed=observed.astype(np.int64),
         cell_expected=np.diff(at_edges),
+        cell_width=float(unit),
     )
 
 

@@ -1,68 +1,29 @@
-"""County polygons and uniform sampling of points inside them (the cut posterior, DESIGN section 5).
-
-In the cut posterior every ``resample_every`` iterations each event's location is redrawn
-uniformly inside its county polygon. :class:`PolygonSampler` makes that O(N) and vectorised:
-
-1. Once, when the sampler is built, every polygon is cut into triangles (a constrained Delaunay
-   triangulation that respects holes and the parts of a MultiPolygon; a box is two triangles).
-   The triangles of polygon ``k`` are stored contiguously, ``offsets[k]:offsets[k+1]``, with the
-   cumulative sum of their areas normalised so that the last one of each polygon is exactly 1.
-2. Each draw takes exactly three uniforms per event, ``r = rng.random((N, 3))``:
-   ``r[:, 0]`` picks a triangle of the event's polygon with probability proportional to its area
-   (one :func:`numpy.searchsorted` over all triangles, on the key ``owner + cumulative area``);
-   ``r[:, 1]`` and ``r[:, 2]`` are barycentric coordinates ``(u, v)``, reflected to
-   ``(1 - u, 1 - v)`` when ``u + v > 1``, giving a uniform point ``A + u (B - A) + v (C - A)`` in
-   the triangle ``ABC``.
-
-A polygon is then sampled uniformly because a triangle is chosen with probability equal to its
-share of the polygon's area and the point is uniform within the triangle. The fixed consumption
-of the generator (``3 N`` doubles from :meth:`numpy.random.Generator.random`, nothing else) is part
-of the contract: a chain's draws depend only on its seed, and a checkpointed generator state
-resumes the same sequence.
-
-Polygon files (shapefile, GeoPackage) are read by :func:`read_polygon_layer` into a
-:class:`PolygonLayer` (keys, geometries, attribute fields, CRS label), the one reader that
-:meth:`PolygonSampler.from_file` and :mod:`hawkes_cli.counties` share.
-
-Coordinates are whatever the polygons are given in (for the Census county file, NAD83 lon/lat
-degrees); areas are in those coordinate units squared. Nothing here reprojects.
-
-shapely and pyogrio are imported only inside the functions that need them, so importing this
-module is cheap. Data problems (empty or degenerate polygons, unknown county codes, unreadable
-files) are :class:`~hawkes_cli.errors.EventsError`; bad arguments are
-:class:`~hawkes_cli.errors.UsageError`.
-"""
+"""The polygon sampler: uniform points inside keyed polygons, vectorised and O(N) per draw
+(the algorithm is in the package docstring, :mod:`hawkes_cli.geo`)."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .errors import EventsError, UsageError
+from ..errors import EventsError, UsageError
+from .files import PolygonLayer, read_polygon_layer
+from .polygons import checked_polygons, listing, triangulate
 
 if TYPE_CHECKING:
     import shapely
 
-    from .simulate import DensityGrid
+    from ..simulate import DensityGrid
 
 log = logging.getLogger(__name__)
 
 #: Largest relative difference allowed between a polygon's area and the sum of its triangles'.
 AREA_RTOL = 1e-9
-#: How many offending keys an error message lists.
-MAX_LISTED = 5
-
-
-def _listing(values: Sequence[str], limit: int = MAX_LISTED) -> str:
-    """``'a', 'b', ... (N in all)`` for an error message."""
-    shown = ", ".join(repr(str(v)) for v in values[:limit])
-    more = f", ... ({len(values)} in all)" if len(values) > limit else f" ({len(values)} in all)"
-    return shown + more
 
 
 def _triangle_areas(triangles: np.ndarray) -> np.ndarray:
@@ -140,7 +101,7 @@ class PolygonSampler:
             bad = np.unique(owner[~np.isfinite(triangles).all(axis=(1, 2))])
             raise EventsError(
                 "polygons with non-finite coordinates: "
-                + _listing([keys[i] for i in bad if 0 <= i < n_poly])
+                + listing([keys[i] for i in bad if 0 <= i < n_poly])
             )
         if owner.size and (owner.min() < 0 or owner.max() >= n_poly):
             raise UsageError(f"tri_owner values must lie in [0, {n_poly}), one per polygon key")
@@ -150,7 +111,7 @@ class PolygonSampler:
         sorted_keys = np.array(keys)[sorted_index]
         dup = sorted_keys[1:][sorted_keys[1:] == sorted_keys[:-1]]
         if dup.size:
-            raise EventsError(f"duplicate polygon keys: {_listing(list(np.unique(dup)))}")
+            raise EventsError(f"duplicate polygon keys: {listing(list(np.unique(dup)))}")
 
         tri_area = _triangle_areas(triangles)
         keep = tri_area > 0
@@ -162,7 +123,7 @@ class PolygonSampler:
         if empty.size:
             raise EventsError(
                 "polygons with zero area (empty or degenerate): "
-                + _listing([keys[i] for i in empty])
+                + listing([keys[i] for i in empty])
             )
         offsets = np.zeros(n_poly + 1, dtype=np.int64)
         np.cumsum(counts, out=offsets[1:])
@@ -226,69 +187,16 @@ class PolygonSampler:
         UsageError
             ``keys`` and ``polygons`` differ in length.
         """
-        import shapely
-
         keys = [str(k) for k in keys]
-        geoms = np.asarray(list(polygons), dtype=object)
-        if len(keys) != len(geoms):
-            raise UsageError(f"{len(keys)} keys but {len(geoms)} polygons: give one key each")
-        if not keys:
-            raise EventsError("no polygons given: a polygon sampler needs at least one")
-        missing = [
-            k for k, g in zip(keys, geoms, strict=True) if not isinstance(g, shapely.Geometry)
-        ]
-        if missing:
-            raise EventsError(f"polygons missing (not geometries): {_listing(missing)}")
-        geoms = geoms.astype(object)
-        kinds = shapely.get_type_id(geoms)
-        polygonal = (kinds == shapely.GeometryType.POLYGON) | (
-            kinds == shapely.GeometryType.MULTIPOLYGON
-        )
-        if not np.all(polygonal):
-            bad = np.flatnonzero(~polygonal)
-            raise EventsError(
-                f"geometries that are not (Multi)Polygons: {_listing([keys[i] for i in bad])}; "
-                f"the first is a {geoms[bad[0]].geom_type}"
-            )
-        empty = shapely.is_empty(geoms)
-        if np.any(empty):
-            raise EventsError(
-                f"empty polygons: {_listing([keys[i] for i in np.flatnonzero(empty)])}"
-            )
-        coords, which = shapely.get_coordinates(geoms, return_index=True)
-        nonfinite = np.unique(which[~np.isfinite(coords).all(axis=1)])
-        if nonfinite.size:
-            bad = [keys[i] for i in nonfinite]
-            raise EventsError(f"polygons with non-finite coordinates: {_listing(bad)}")
-        geoms = shapely.force_2d(geoms)
-        invalid = np.flatnonzero(~shapely.is_valid(geoms))
-        if invalid.size:
-            log.warning(
-                "repairing %d invalid polygon(s) with shapely.make_valid: %s",
-                invalid.size,
-                _listing([keys[i] for i in invalid]),
-            )
-            for i in invalid:
-                geoms[i] = _polygonal_part(shapely.make_valid(geoms[i]))
-        areas = shapely.area(geoms)
-        zero = np.flatnonzero(~(areas > 0))
-        if zero.size:
-            raise EventsError(f"polygons with zero area: {_listing([keys[i] for i in zero])}")
-
-        collections = shapely.constrained_delaunay_triangles(geoms)
-        tri_geoms, owner = shapely.get_parts(collections, return_index=True)
-        coords = shapely.get_coordinates(shapely.get_exterior_ring(tri_geoms))
-        if coords.shape[0] != 4 * tri_geoms.size:
-            raise EventsError("polygon triangulation returned something other than triangles")
-        triangles = coords.reshape(-1, 4, 2)[:, :3, :]
-        order = np.argsort(owner, kind="stable")
-        sampler = cls(keys=tuple(keys), triangles=triangles[order], tri_owner=owner[order], crs=crs)
+        geoms, areas = checked_polygons(keys, polygons)
+        triangles, owner = triangulate(geoms)
+        sampler = cls(keys=tuple(keys), triangles=triangles, tri_owner=owner, crs=crs)
         rel = np.abs(sampler._poly_area - areas) / areas
         off = np.flatnonzero(rel > AREA_RTOL)
         if off.size:
             raise EventsError(
                 "triangles do not cover these polygons (self-intersecting or overlapping rings?): "
-                + _listing([keys[i] for i in off])
+                + listing([keys[i] for i in off])
             )
         log.debug(
             "triangulated %d polygons into %d triangles", len(keys), sampler.triangles.shape[0]
@@ -333,7 +241,7 @@ class PolygonSampler:
         if np.any(bad):
             raise EventsError(
                 "boxes must be finite with x0 < x1 and y0 < y1: "
-                + _listing([keys[i] for i in np.flatnonzero(bad)])
+                + listing([keys[i] for i in np.flatnonzero(bad)])
             )
         lower = np.stack([np.stack([x0, y0], 1), np.stack([x1, y0], 1), np.stack([x1, y1], 1)], 1)
         upper = np.stack([np.stack([x0, y0], 1), np.stack([x1, y1], 1), np.stack([x0, y1], 1)], 1)
@@ -454,7 +362,7 @@ class PolygonSampler:
                     hint = f"; keys are zero-padded text (e.g. {str(self._sorted_keys[0])!r})"
             raise EventsError(
                 f"{int(np.count_nonzero(~found))} event(s) have keys that name no polygon; "
-                f"{unknown.size} unknown key(s): {_listing(list(unknown))}{hint}"
+                f"{unknown.size} unknown key(s): {listing(list(unknown))}{hint}"
             )
         return self._sorted_index[pos].astype(np.int64)
 
@@ -524,174 +432,6 @@ class PolygonSampler:
         return p[:, 0].copy(), p[:, 1].copy()
 
 
-# ------------------------------------------------------------------ reading polygon files
-
-
-def require_pyogrio(what: str, hint: str = "") -> Any:
-    """Import pyogrio (and ``pyogrio.raw``), or say that ``what`` needs it.
-
-    Parameters
-    ----------
-    what
-        What needs it, starting the message (e.g. ``"counties.shp: reading polygon files"``).
-    hint
-        Appended after ``; `` (e.g. how to do without it).
-
-    Raises
-    ------
-    EventsError
-        pyogrio is not installed.
-    """
-    try:
-        import pyogrio
-        import pyogrio.raw
-    except ImportError:
-        tail = f"; {hint}" if hint else ""
-        raise EventsError(f"{what} needs pyogrio (pip install pyogrio){tail}") from None
-    return pyogrio
-
-
-@dataclass(frozen=True, eq=False)
-class PolygonLayer:
-    """Polygons read from a vector file, with their attribute fields.
-
-    Attributes
-    ----------
-    keys : numpy.ndarray, shape (K,), str
-        Value of the key field (e.g. FIPS) of each feature, stripped; unique.
-    geoms : numpy.ndarray, shape (K,), object
-        shapely geometries ((Multi)Polygons in a county file), coordinate units of ``crs``.
-    fields : Mapping[str, numpy.ndarray]
-        Other attribute fields that were asked for, each shape (K,).
-    crs : str or None
-        Reference system (declared by the file, or given).
-    path : str
-        The file.
-    """
-
-    keys: np.ndarray
-    geoms: np.ndarray
-    fields: Mapping[str, np.ndarray]
-    crs: str | None
-    path: str
-
-
-def read_polygon_layer(
-    path: Path,
-    *,
-    key_field: str = "GEOID",
-    fields: Sequence[str] = (),
-    crs: str | None = None,
-    encoding: str | None = None,
-    layer: str | int | None = None,
-    field_hint: str = "",
-    pyogrio_hint: str = "",
-) -> PolygonLayer:
-    """Read keyed polygons and some attribute fields from an OGR vector file.
-
-    Needs pyogrio and shapely.
-
-    Parameters
-    ----------
-    path
-        Shapefile (the ``.shp`` with its ``.shx`` and ``.dbf`` beside it), GeoPackage or other
-        OGR vector file.
-    key_field
-        Attribute holding each polygon's key, read as text (``GEOID``: 5-digit FIPS).
-    fields
-        Further attribute fields to return (e.g. ``NAME``, ``ALAND``).
-    crs
-        Reference system of the file's coordinates when the file declares none (the Census
-        county shapefile in ``plotly-geo`` ships no ``.prj``: pass ``"EPSG:4269"``). When the
-        file declares one, ``crs`` must name the same (compared as text, case-insensitively);
-        nothing is reprojected.
-    encoding
-        Text encoding of the attribute table when the file does not say (e.g. ``"utf-8"``).
-    layer
-        Layer name or index (default: the first).
-    field_hint, pyogrio_hint
-        Added to the message of a missing field (in brackets) or of a missing pyogrio (after
-        ``; ``), e.g. which command-line options choose the fields.
-
-    Returns
-    -------
-    PolygonLayer
-        One entry per feature, in file order.
-
-    Raises
-    ------
-    EventsError
-        pyogrio is not installed, the file is missing or unreadable, a field is not one of its
-        fields (the message lists them), a key is blank or repeated, or a geometry is missing or
-        unreadable.
-    UsageError
-        ``crs`` contradicts the file's declared reference system.
-    """
-    path = Path(path)
-    if not path.exists():
-        raise EventsError(f"{path}: county polygon file not found")
-    pyogrio = require_pyogrio(f"{path}: reading polygon files", pyogrio_hint)
-    import shapely
-
-    try:
-        info = pyogrio.read_info(path, layer=layer, encoding=encoding)
-    except Exception as exc:
-        raise EventsError(f"{path}: cannot read as a vector file: {exc}") from None
-    have = [str(f) for f in info.get("fields", [])]
-    columns = [key_field, *fields]
-    missing = [f for f in columns if f not in have]
-    if missing:
-        hint = f" ({field_hint})" if field_hint else ""
-        raise EventsError(
-            f"{path}: no field{'s' if len(missing) > 1 else ''} "
-            f"{', '.join(repr(m) for m in missing)}; its fields are: "
-            f"{', '.join(have) or '(none)'}{hint}"
-        )
-    try:
-        meta, _, wkb, values = pyogrio.raw.read(
-            path, layer=layer, encoding=encoding, columns=columns
-        )
-    except Exception as exc:
-        raise EventsError(f"{path}: cannot read features: {exc}") from None
-    if wkb is None:
-        raise EventsError(f"{path}: the layer has no geometry column")
-    file_crs = meta.get("crs") or info.get("crs")
-    if file_crs and crs and str(file_crs).strip().upper() != str(crs).strip().upper():
-        raise UsageError(
-            f"{path}: the file's reference system is {file_crs}, not {crs}; reproject the "
-            "file first (nothing is reprojected here) or leave crs unset"
-        )
-    if not file_crs and not crs:
-        log.warning("%s declares no reference system; pass crs to record one", path)
-    names = [str(f) for f in meta["fields"]]
-    by_name = {n: np.asarray(v, dtype=object) for n, v in zip(names, values, strict=True)}
-    raw_keys = by_name[key_field]
-    blank = [i for i, k in enumerate(raw_keys) if k is None or not str(k).strip()]
-    if blank:
-        raise EventsError(
-            f"{path}: {len(blank)} feature(s) with a blank {key_field!r} "
-            f"(first at feature {blank[0]})"
-        )
-    keys = np.array([str(k).strip() for k in raw_keys], dtype=str)
-    nogeom = [str(keys[i]) for i, g in enumerate(wkb) if g is None]
-    if nogeom:
-        raise EventsError(f"{path}: features without a geometry: {_listing(nogeom)}")
-    uniq, counts = np.unique(keys, return_counts=True)
-    if np.any(counts > 1):
-        raise EventsError(f"{path}: duplicate polygon keys: {_listing(list(uniq[counts > 1]))}")
-    try:
-        geoms = shapely.from_wkb(np.asarray(wkb, dtype=object))
-    except Exception as exc:
-        raise EventsError(f"{path}: unreadable geometry: {exc}") from None
-    return PolygonLayer(
-        keys=keys,
-        geoms=geoms,
-        fields={f: by_name[f] for f in fields},
-        crs=str(file_crs or crs) if (file_crs or crs) else None,
-        path=str(path),
-    )
-
-
 #: Above this many sorted keys (float64: 512 KiB, a typical L2 cache) random queries are sorted
 #: first, which makes :func:`numpy.searchsorted` ~4x faster on the 1M-triangle county set.
 _SORT_QUERIES_ABOVE = 1 << 16
@@ -708,20 +448,3 @@ def _searchsorted_right(keys: np.ndarray, queries: np.ndarray) -> np.ndarray:
     out = np.empty(queries.size, dtype=np.int64)
     out[order] = np.searchsorted(keys, queries[order], side="right")
     return out
-
-
-def _polygonal_part(geom: Any) -> Any:
-    """The polygonal parts of a geometry (e.g. from ``make_valid``) as a (Multi)Polygon."""
-    import shapely
-
-    parts = shapely.get_parts(geom)
-    polys = []
-    for part in parts:
-        if part.geom_type == "Polygon":
-            polys.append(part)
-        elif part.geom_type in ("MultiPolygon", "GeometryCollection"):
-            sub = _polygonal_part(part)
-            polys.extend(shapely.get_parts(sub) if not sub.is_empty else [])
-    if not polys:
-        return shapely.Polygon()
-    return polys[0] if len(polys) == 1 else shapely.MultiPolygon(polys)
