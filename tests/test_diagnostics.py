@@ -42,6 +42,7 @@ from hawkes_cli.diagnostics import (
     write_netcdf,
     write_plots,
 )
+from hawkes_cli.diagnostics.derived import COORD_UNITS
 from hawkes_cli.errors import EventsError, StorageError, UsageError
 from hawkes_cli.storage import DRAW_FIELDS, ChainMeta, ChainWriter
 from hawkes_cli.vocab import PARAM_NAMES
@@ -598,7 +599,9 @@ def test_county_needs_a_readable_events_file(tmp_path):
     other.mkdir()
     path = write_events(other, crs="EPSG:5070")
     report = diagnose(run_dir, DiagnoseOptions(counties=("36061",), events=path))
-    assert levels(report, "crs") == [("warn", None, None)]
+    # projected coordinates: the lengthscale stays in the data's units, no miles to warn about
+    assert levels(report, "crs") == []
+    assert report.row("lengthscale_36061").unit == COORD_UNITS
 
 
 def test_lengthscale_conversion_published_formula():

@@ -29,7 +29,10 @@ from .options import CONTEXT_SETTINGS, json_option, setup_logging, verbose_optio
     "counties",
     multiple=True,
     metavar="FIPS",
-    help="Effective spatial lengthscale in miles for this county (repeatable).",
+    help=(
+        "Effective spatial lengthscale for this county (repeatable): miles for lon/lat data, "
+        "else the data's coordinate units."
+    ),
 )
 @click.option(
     "--events",

@@ -57,7 +57,7 @@ def load_draws(run_dir: Path, options: DiagnoseOptions | None = None) -> Draws:
     EventsError
         ``--county`` given but the events file cannot be read.
     """
-    draws, _notes, _chains = _load(Path(run_dir), options or DiagnoseOptions())
+    draws, _notes, _chains, _info = _load(Path(run_dir), options or DiagnoseOptions())
     return draws
 
 
@@ -73,15 +73,16 @@ def _county_quantities(
     if "sigma_x" not in arrays:
         raise UsageError("--county needs the parameter sigma_x, which these chains lack")
     assert info.events is not None and info.path is not None
-    notes = [] if derived.is_lonlat(info.crs) else [verdicts.crs_not_degrees(info.path, info.crs)]
+    unit = derived.length_unit(info.crs)  # miles on lon/lat, else the data's coordinate units
+    notes: list[Verdict] = []
     counties: list[County] = []
     quantities: list[Quantity] = []
     for fips in options.counties:
-        county, problem = derived.county(fips, info.events, info.path, model)
+        county, problem = derived.county(fips, info.events, info.path, model, unit=unit)
         if problem:
             notes.append(verdicts.county_problem(problem))
         counties.append(county)
-        quantities.append(derived.lengthscale(county, arrays["sigma_x"]))
+        quantities.append(derived.lengthscale(county, arrays["sigma_x"], unit=unit))
     return counties, quantities, notes
 
 

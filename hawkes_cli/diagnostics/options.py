@@ -38,8 +38,9 @@ class DiagnoseOptions:
     thin
         Keep every ``thin``-th retained draw of each chain (>= 1).
     counties
-        5-digit county FIPS codes whose effective spatial lengthscale (miles) is reported;
-        shorter digit strings are zero-padded (``"6037"`` -> ``"06037"``).
+        5-digit county FIPS codes whose effective spatial lengthscale is reported (miles for
+        lon/lat data, else coordinate units); shorter digit strings are zero-padded
+        (``"6037"`` -> ``"06037"``).
     strict
         Whether a failing verdict makes :func:`~hawkes_cli.diagnostics.exit_code` non-zero.
     events

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
 
@@ -24,7 +23,6 @@ __all__ = [
     "STRICT_FAILURE_EXIT_CODE",
     "chain_verdicts",
     "county_problem",
-    "crs_not_degrees",
     "excluded",
     "exit_code",
     "row_verdicts",
@@ -63,16 +61,6 @@ def excluded(chain: ChainRead) -> Verdict:
 def time_unit_assumed(why: str) -> Verdict:
     """The time unit was taken to be days (``why``: the reason)."""
     return Verdict("ok", f"time unit assumed to be days: {why}", "time_unit")
-
-
-def crs_not_degrees(events_path: Path, crs: str) -> Verdict:
-    """The events are not in lon/lat degrees, so miles are meaningless."""
-    return Verdict(
-        "warn",
-        f"{events_path} has crs {crs!r}, not lon/lat degrees; the miles conversion "
-        "assumes degrees and is meaningless here",
-        "crs",
-    )
 
 
 def county_problem(problem: str) -> Verdict:
