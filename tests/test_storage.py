@@ -20,7 +20,6 @@ import h5py
 import numpy as np
 import pytest
 
-import hawkes_cli.storage as storage
 from hawkes_cli.errors import StorageError
 from hawkes_cli.storage import (
     CHUNK_ROWS,
@@ -33,6 +32,7 @@ from hawkes_cli.storage import (
     read_sidecar,
     sidecar_path,
 )
+from hawkes_cli.storage.record import record_digest, rows_bytes
 from hawkes_cli.vocab import PARAM_NAMES
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -218,7 +218,7 @@ def test_commit_failure_before_sidecar_leaves_rows_uncommitted(tmp_path, monkeyp
     def fail(src, dst):
         raise OSError("simulated crash before os.replace")
 
-    monkeypatch.setattr(storage.os, "replace", fail)
+    monkeypatch.setattr(os, "replace", fail)
     with pytest.raises(StorageError, match=r"simulated.*last commit \(10 draws\) is intact"):
         writer.commit({"next": 17})
     monkeypatch.undo()
@@ -252,7 +252,7 @@ def test_commit_retry_after_failure_stores_each_draw_once(tmp_path, monkeypatch)
             raise OSError("disk hiccup")
         real_replace(src, dst)
 
-    monkeypatch.setattr(storage.os, "replace", flaky)
+    monkeypatch.setattr(os, "replace", flaky)
     with pytest.raises(StorageError, match="disk hiccup"):
         writer.commit({"next": 5})
     write_draws(writer, 5, 8)
@@ -315,7 +315,7 @@ def test_crash_before_first_commit_resumes_empty(tmp_path, monkeypatch):
     def fail(src, dst):
         raise OSError("crash before the first sidecar")
 
-    monkeypatch.setattr(storage.os, "replace", fail)
+    monkeypatch.setattr(os, "replace", fail)
     with pytest.raises(StorageError, match="first sidecar"):
         writer.commit({"next": 6})
     monkeypatch.undo()
@@ -414,7 +414,7 @@ def resigned(text: str, **members) -> str:
     """A commit record with ``members`` replaced and its checksum recomputed to fit."""
     record = json.loads(text)
     record.update(members)
-    record["record_sha256"] = storage._record_digest(record)
+    record["record_sha256"] = record_digest(record)
     return json.dumps(record)
 
 
@@ -456,7 +456,7 @@ def test_fingerprint_survives_resumes(tmp_path):
     columns = tuple((n, "f8") for n in chain.attrs["param_names"]) + chain.attrs["fields"]
     import hashlib
 
-    raw = storage._rows_bytes(columns, chain.draws, 0, 25)
+    raw = rows_bytes(columns, chain.draws, 0, 25)
     assert side["draws_sha256"] == hashlib.sha256(raw).hexdigest()
     assert side["last_iteration"] == int(chain.draws["iteration"][-1])
 
