@@ -28,6 +28,7 @@ from hawkes_cli.storage import (
     SIDECAR_SCHEMA,
     ChainMeta,
     ChainWriter,
+    is_chain_file,
     read_chain,
     read_sidecar,
     sidecar_path,
@@ -143,7 +144,7 @@ def test_new_chain_layout_commit_and_read(tmp_path):
     assert chain.attrs["param_names"] == PARAMS
     assert chain.attrs["fields"] == FIELDS
     assert chain.attrs["chain_id"] == 3 and chain.attrs["warmup"] == WARMUP
-    assert ChainMeta.from_attrs(chain.attrs) == make_meta()
+    assert chain.meta == make_meta()  # the typed metadata, as written
     assert_rows(chain.draws, 25)
 
 
@@ -383,6 +384,35 @@ def test_other_config_or_chain_is_refused(tmp_path):
     _assert_refused(path, "chain 3, not chain 4", make_meta(chain_id=4))
     _assert_refused(path, "datasets", make_meta(fields=FIELDS[:-1]))
     assert_rows(read_chain(path).draws, 5)
+
+
+@pytest.mark.parametrize(
+    ("edit", "match"),
+    [
+        (lambda attrs: attrs.__delitem__("warmup"), r"root attribute\(s\) warmup missing"),
+        (lambda attrs: attrs.__setitem__("seed", "11"), "root attribute 'seed' is '11', not an"),
+        (lambda attrs: attrs.__setitem__("chain_id", -3), "chain_id must be >= 0"),
+        (lambda attrs: attrs.__setitem__("param_names", "[]"), "param_names must not be empty"),
+    ],
+    ids=["missing", "not an integer", "negative chain", "no parameters"],
+)
+def test_root_attributes_that_are_no_chain_are_refused(tmp_path, edit, match):
+    """Root attributes that do not make a ChainMeta: the file is corrupt for the reader, the
+    chain-file test and the writer (which leaves it untouched)."""
+    path = tmp_path / "chain-03.h5"
+    writer, _ = ChainWriter.open(path, make_meta())
+    write_draws(writer, 0, 5)
+    writer.commit({"next": 5})
+    writer.close()
+    assert is_chain_file(path)
+    with h5py.File(path, "r+") as f:
+        edit(f.attrs)
+    with pytest.raises(StorageError, match=match) as info:
+        read_chain(path)
+    assert "root attributes do not describe a chain" in str(info.value)
+    assert str(info.value).endswith("the file is corrupt")
+    assert not is_chain_file(path)
+    _assert_refused(path, match)
 
 
 #: The per-draw fields before the per-iteration cost record (pair_passes ... jump).

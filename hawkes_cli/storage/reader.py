@@ -14,7 +14,7 @@ import numpy as np
 from ..errors import StorageError
 from .h5files import h5_errors, open_reader
 from .record import check_fingerprint, read_sidecar
-from .schema import FORMAT_NAME, SCHEMA_VERSION, sidecar_path
+from .schema import FORMAT_NAME, SCHEMA_VERSION, ChainMeta, sidecar_path
 
 _REQUIRED_ATTRS = ("schema_version", "chain_id", "config_sha256", "param_names", "fields")
 
@@ -27,9 +27,13 @@ class ChainDraws:
     ----------
     path
         The chain file.
+    meta
+        The chain's identity and settings, typed (the root attributes): what a reader of the
+        metadata uses.
     attrs
-        Root attributes, decoded to Python values; ``param_names`` is a tuple of str and
-        ``fields`` a tuple of ``(name, dtype)`` pairs.
+        The same root attributes by name, decoded to Python values (``format`` and
+        ``schema_version`` too); ``param_names`` is a tuple of str and ``fields`` a tuple of
+        ``(name, dtype)`` pairs.
     draws
         One array of shape ``(n_committed,)`` per ``/draws`` dataset, parameters on the natural
         scale, warm-up draws included (see the ``warmup`` field).
@@ -45,6 +49,7 @@ class ChainDraws:
     """
 
     path: Path
+    meta: ChainMeta
     attrs: dict[str, Any]
     draws: dict[str, np.ndarray]
     n_committed: int
@@ -74,8 +79,9 @@ def _json_list(path: Path, key: str, value: Any) -> list[Any]:
     return value
 
 
-def check_chain_file(h5file: h5py.File, path: Path) -> dict[str, Any]:
-    """Decoded root attributes of an open chain file; StorageError when foreign."""
+def check_chain_file(h5file: h5py.File, path: Path) -> tuple[dict[str, Any], ChainMeta]:
+    """Decoded root attributes of an open chain file and the chain's identity they hold;
+    StorageError when the file is foreign or its attributes do not describe a chain."""
     raw = dict(h5file.attrs)
     missing = [k for k in _REQUIRED_ATTRS if k not in raw]
     if raw.get("format") not in (None, FORMAT_NAME) or missing or "draws" not in h5file:
@@ -102,7 +108,13 @@ def check_chain_file(h5file: h5py.File, path: Path) -> dict[str, Any]:
     for name in attrs["param_names"] + tuple(n for n, _ in attrs["fields"]):
         if not isinstance(group.get(name), h5py.Dataset):
             raise StorageError(f"{path}: dataset /draws/{name} is missing; the file is corrupt")
-    return attrs
+    try:
+        meta = ChainMeta.from_attrs(attrs)
+    except ValueError as exc:
+        raise StorageError(
+            f"{path}: its root attributes do not describe a chain ({exc}); the file is corrupt"
+        ) from exc
+    return attrs, meta
 
 
 def read_rows(
@@ -137,18 +149,14 @@ def check_no_rows(h5file: h5py.File, path: Path, names: tuple[str, ...]) -> None
         )
 
 
-def check_sidecar_matches(
-    side: Mapping[str, Any],
-    attrs: Mapping[str, Any],
-    path: Path,
-) -> None:
-    """Refuse a commit record written for another chain or config than the file's."""
+def check_sidecar_matches(side: Mapping[str, Any], found: ChainMeta, path: Path) -> None:
+    """Refuse a commit record written for another chain or config than the file (``found``)."""
     for key in ("chain_id", "config_sha256"):
-        if side[key] != attrs[key]:
+        if side[key] != getattr(found, key):
             raise StorageError(
                 f"checkpoint {sidecar_path(path)} does not belong to {path} ({key} "
-                f"{side[key]!r} != {attrs[key]!r}); restore the right files or start over "
-                "with --overwrite"
+                f"{side[key]!r} != {getattr(found, key)!r}); restore the right files or start "
+                "over with --overwrite"
             )
 
 
@@ -189,11 +197,11 @@ def read_chain(path: Path) -> ChainDraws:
     # Sidecar first: rows [0, n) were flushed and fsynced before it was replaced.
     side = read_sidecar(path)
     with open_reader(path) as h5file, h5_errors(path):
-        attrs = check_chain_file(h5file, path)
-        columns = tuple((name, "f8") for name in attrs["param_names"]) + attrs["fields"]
+        attrs, meta = check_chain_file(h5file, path)
+        columns = meta.columns
         names = tuple(name for name, _ in columns)
         if side is not None:
-            check_sidecar_matches(side, attrs, path)
+            check_sidecar_matches(side, meta, path)
         else:
             check_no_rows(h5file, path, names)
         n = side["draws"] if side is not None else 0
@@ -202,6 +210,7 @@ def read_chain(path: Path) -> ChainDraws:
             check_fingerprint(side, columns, draws, path)
     return ChainDraws(
         path=path,
+        meta=meta,
         attrs=attrs,
         draws=draws,
         n_committed=n,

@@ -4,7 +4,7 @@ what did it commit."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -59,12 +59,12 @@ def read_committed(
         A foreign, corrupt or changed file, or one of another chain, layout, config or events.
     """
     with open_reader(path) as src, h5_errors(path):
-        attrs = check_chain_file(src, path)
+        _, found = check_chain_file(src, path)
         side = read_sidecar(path)
-        check_resume(attrs, meta, path)
+        check_resume(found, meta, path)
         names = tuple(name for name, _ in meta.columns)
         if side is not None:
-            check_sidecar_matches(side, attrs, path)
+            check_sidecar_matches(side, found, path)
         else:
             check_no_rows(src, path, names)
         n = side["draws"] if side is not None else 0
@@ -77,20 +77,21 @@ def read_committed(
     return Committed(side=side, rows=rows, n=n, n_rows=n_rows)
 
 
-def check_resume(attrs: Mapping[str, Any], meta: ChainMeta, path: Path) -> None:
-    """Refuse to resume a chain file written for another chain, layout or config.
+def check_resume(found: ChainMeta, meta: ChainMeta, path: Path) -> None:
+    """Refuse to resume a chain file (whose identity is ``found``) written for another chain,
+    layout, config or events than ``meta``'s.
 
     The layout (datasets) is checked before the config: a file of an older version of the
     package has both another layout and another resolved config, and the layout is the reason
     it can never be continued.
     """
-    if attrs["chain_id"] != meta.chain_id:
+    if found.chain_id != meta.chain_id:
         raise StorageError(
-            f"{path} belongs to chain {attrs['chain_id']}, not chain {meta.chain_id}; "
+            f"{path} belongs to chain {found.chain_id}, not chain {meta.chain_id}; "
             "use a new run_dir or pass --overwrite"
         )
-    if attrs["param_names"] != meta.param_names or attrs["fields"] != meta.fields:
-        have = [n for n, _ in attrs["fields"]]
+    if found.param_names != meta.param_names or found.fields != meta.fields:
+        have = [n for n, _ in found.fields]
         want = [n for n, _ in meta.fields]
         missing = [n for n in want if n not in have]
         extra = [n for n in have if n not in want]
@@ -100,19 +101,19 @@ def check_resume(attrs: Mapping[str, Any], meta: ChainMeta, path: Path) -> None:
             if names
         )
         raise StorageError(
-            f"{path} stores datasets {list(attrs['param_names'])} + {have}, expected "
+            f"{path} stores datasets {list(found.param_names)} + {have}, expected "
             f"{list(meta.param_names)} + {want}{detail}: it was written with another draw "
             "layout (another version of hawkes_cli) and cannot be continued; its draws stay "
             "readable (hawkes-diagnose). Start a new run_dir, or pass --overwrite to discard "
             "its draws"
         )
-    if attrs["config_sha256"] != meta.config_sha256:
+    if found.config_sha256 != meta.config_sha256:
         raise StorageError(
-            f"{path} was written with a different config (sha256 {attrs['config_sha256']}, "
+            f"{path} was written with a different config (sha256 {found.config_sha256}, "
             f"now {meta.config_sha256}); use a new run_dir, or pass --overwrite to discard "
             "its draws"
         )
-    was = str(attrs.get("events_sha256", ""))
+    was = found.events_sha256
     if was and meta.events_sha256 and was != meta.events_sha256:
         raise StorageError(
             f"{path} was written for other events than the config's data.events now holds "
@@ -121,7 +122,11 @@ def check_resume(attrs: Mapping[str, Any], meta: ChainMeta, path: Path) -> None:
             "--overwrite to discard its draws and start afresh on the new events"
         )
     for key in ("kernel_sha256", "package_version"):
-        if attrs.get(key) != getattr(meta, key):
+        if getattr(found, key) != getattr(meta, key):
             logger.warning(
-                "resuming %s with %s %s (was %s)", path, key, getattr(meta, key), attrs.get(key)
+                "resuming %s with %s %s (was %s)",
+                path,
+                key,
+                getattr(meta, key),
+                getattr(found, key),
             )

@@ -139,8 +139,23 @@ class ChainMeta:
 
     @classmethod
     def from_attrs(cls, attrs: Mapping[str, Any]) -> ChainMeta:
-        """Rebuild the metadata from decoded root attributes (see :attr:`ChainDraws.attrs`)."""
-        kwargs: dict[str, Any] = {key: int(attrs[key]) for key in _INT_ATTRS}
+        """The metadata of a file's decoded root attributes (``param_names`` and ``fields``
+        decoded from their JSON; :func:`~hawkes_cli.storage.read_chain` reads them so).
+
+        Raises
+        ------
+        ValueError
+            An attribute is missing or an integer one is not an integer, or the values do not
+            describe a chain (see the class).
+        """
+        missing = [key for key in (*_INT_ATTRS, *_STR_ATTRS) if key not in attrs]
+        if missing:
+            raise ValueError(f"root attribute(s) {', '.join(missing)} missing")
+        for key in _INT_ATTRS:
+            value = attrs[key]
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise ValueError(f"root attribute {key!r} is {value!r}, not an integer")
+        kwargs: dict[str, Any] = {key: attrs[key] for key in _INT_ATTRS}
         kwargs.update({key: str(attrs[key]) for key in _STR_ATTRS})
         kwargs["events_sha256"] = str(attrs.get("events_sha256", ""))
         kwargs["param_names"] = tuple(attrs["param_names"])
