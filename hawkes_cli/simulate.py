@@ -161,7 +161,6 @@ class DensityGrid:
             )
         if not (math.isfinite(low) and math.isfinite(high) and 0 < low <= high):
             raise UsageError(f"grid densities need 0 < low <= high, got low={low}, high={high}")
-        _check_bounds(bounds)
         rng = np.random.default_rng(_check_seed(seed))
         values = np.exp(rng.uniform(math.log(low), math.log(high), size=(ny_i, nx_i)))
         return cls(values=values, bounds=bounds)
@@ -447,8 +446,7 @@ def _branch(
     late = outside = 0
     generation = 0
     while t.size:
-        if model == 2:
-            assert grid is not None
+        if model == 2 and grid is not None:  # model 2 always has one (_check_request)
             density, _ = grid.lookup(x, y)
             scale = params.sigma_x / np.sqrt(density)
         else:

@@ -22,6 +22,7 @@ def open_text(path: Path, mode: str, *, gz: bool) -> IO[str]:
 
 
 def load_csv(path: Path, need_density: bool) -> EventData:
+    """Read and validate a CSV events file (see :func:`~hawkes_cli.data.load_events`)."""
     try:
         with open_text(path, "r", gz=is_gz(path)) as handle:
             reader = csv.reader(handle)
@@ -89,6 +90,7 @@ def load_csv(path: Path, need_density: bool) -> EventData:
 
 
 def write_csv(data: EventData, handle: IO[str]) -> None:
+    """Write ``data`` as CSV (header, then every float by ``repr``) to an open text handle."""
     names = ["time", "x", "y"]
     cols: list[list[str]] = [
         [repr(v) for v in data.time.tolist()],

@@ -27,17 +27,6 @@ from .validate import (
 log = logging.getLogger(__name__)
 
 
-def _import_h5py() -> Any:
-    try:
-        import h5py
-    except ImportError:  # pragma: no cover - h5py is a dependency
-        raise EventsError(
-            "reading or writing HDF5 events files needs h5py; install it (pip install h5py) "
-            "or use a CSV file"
-        ) from None
-    return h5py
-
-
 def _decode_attr(value: Any) -> Any:
     """HDF5 attribute -> plain Python (bytes decoded, JSON strings parsed, numpy unwrapped)."""
     if isinstance(value, bytes):
@@ -111,7 +100,9 @@ def _h5_fips(path: Path, values: np.ndarray, where: Locator) -> np.ndarray:
 
 
 def load_hdf5(path: Path, need_density: bool) -> EventData:
-    h5py = _import_h5py()
+    """Read and validate an HDF5 events file (see :func:`~hawkes_cli.data.load_events`)."""
+    import h5py  # here, not at the top: importing the package stays cheap
+
     if not h5py.is_hdf5(str(path)):
         raise EventsError(
             f"{path}: not an HDF5 file although its suffix says so; give an HDF5 file with a "
@@ -190,7 +181,10 @@ def _check_area_attr(path: Path, attrs: Mapping[str, Any]) -> None:
 
 
 def write_hdf5(data: EventData, target: str) -> None:
-    h5py = _import_h5py()
+    """Write ``data`` to a new HDF5 file ``target`` (``/events``, attributes as JSON where
+    needed; see :func:`~hawkes_cli.data.save_events`)."""
+    import h5py
+
     with h5py.File(target, "w") as f:
         group = f.create_group(HDF5_GROUP)
         group.create_dataset("time", data=data.time)

@@ -133,6 +133,7 @@ def build_events(
 
 
 def check_count(path: Path, n: int) -> None:
+    """Refuse a file of fewer than 2 events."""
     if n < 2:
         raise EventsError(
             f"{path}: has {n} event(s); at least 2 are needed to fit the model — check that "
@@ -141,6 +142,7 @@ def check_count(path: Path, n: int) -> None:
 
 
 def missing_columns(path: Path, found: list[str], need_density: bool, what: str) -> None:
+    """Refuse a file lacking a required column (``what``: ``"column"`` or ``"dataset"``)."""
     required = list(REQUIRED_COLUMNS) + (["density"] if need_density else [])
     missing = [c for c in required if c not in found]
     if missing:

@@ -244,8 +244,6 @@ class TieredSampler:
     """
 
     kind = "tiered"
-    _GAIN_EXPONENT = 0.6
-    _MAX_LOG_FACTOR = math.log(1e6)
     EXPENSIVE_MOVES: tuple[str, ...] = ("coupled", "conditional", "joint")
 
     def __init__(
