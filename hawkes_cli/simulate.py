@@ -161,7 +161,6 @@ class DensityGrid:
             )
         if not (math.isfinite(low) and math.isfinite(high) and 0 < low <= high):
             raise UsageError(f"grid densities need 0 < low <= high, got low={low}, high={high}")
-        _check_bounds(bounds)
         rng = np.random.default_rng(_check_seed(seed))
         values = np.exp(rng.uniform(math.log(low), math.log(high), size=(ny_i, nx_i)))
         return cls(values=values, bounds=bounds)
@@ -328,6 +327,48 @@ def simulate_with_parents(
         Index (into ``data``) of each event's parent, ``-1`` for background events. A parent
         always precedes its children (``parent[n] < n``).
     """
+    n_bg, cap, t_end, box = _check_request(
+        params, model, n_background, t_end, bounds, grid, max_events
+    )
+    rng = np.random.default_rng(_check_seed(seed))
+    tree = _branch(params, model, n_bg, t_end, box, grid, cap, rng)
+    order = np.argsort(tree.time, kind="stable")
+    rank = np.empty_like(order)
+    rank[order] = np.arange(order.size)
+    parent_raw = tree.parent[order]
+    parent = np.where(parent_raw >= 0, rank[np.maximum(parent_raw, 0)], -1)
+    time = tree.time[order]
+    x_all = tree.x[order]
+    y_all = tree.y[order]
+    if integer_days:
+        time = np.floor(time)
+    density_all = fips_all = None
+    if grid is not None:
+        density_all, fips_all = grid.lookup(x_all, y_all)
+    attrs = _attrs(params, model, box, t_end, seed, grid, n_bg, tree, integer_days)
+    log.info(
+        "simulated %d events (%d background, %d offspring; discarded %d late, %d outside)",
+        time.size,
+        n_bg,
+        time.size - n_bg,
+        tree.late,
+        tree.outside,
+    )
+    data = EventData(time=time, x=x_all, y=y_all, density=density_all, fips=fips_all, attrs=attrs)
+    return data, parent
+
+
+def _check_request(
+    params: Params,
+    model: int,
+    n_background: int,
+    t_end: float,
+    bounds: Bounds | None,
+    grid: DensityGrid | None,
+    max_events: int,
+) -> tuple[int, int, float, Bounds]:
+    """The checked arguments of :func:`simulate`: ``n_background``, ``max_events``, ``t_end``
+    and the rectangle; UsageError for a bad one, a WARNING for an explosive ``xi0``."""
     check_model(model)
     if not isinstance(params, Params):
         raise UsageError(f"params must be a Params, got {type(params).__name__}")
@@ -364,9 +405,37 @@ def simulate_with_parents(
             t_end,
             cap,
         )
+    return n_bg, cap, t_end, box
 
+
+@dataclass(frozen=True, eq=False)
+class _Tree:
+    """Every kept event in generation order: ``time``, ``x``, ``y`` and ``parent`` (index in
+    this order, -1 for background), shape (N,) each; the children discarded as ``late`` or
+    ``outside`` the rectangle, and the number of offspring ``generations``."""
+
+    time: np.ndarray
+    x: np.ndarray
+    y: np.ndarray
+    parent: np.ndarray
+    late: int
+    outside: int
+    generations: int
+
+
+def _branch(
+    params: Params,
+    model: int,
+    n_bg: int,
+    t_end: float,
+    box: Bounds,
+    grid: DensityGrid | None,
+    cap: int,
+    rng: np.random.Generator,
+) -> _Tree:
+    """The background events, then generation after generation of children until one has
+    none (steps 1-3 of the module docstring); UsageError past ``cap`` events."""
     x0, x1, y0, y1 = box
-    rng = np.random.default_rng(_check_seed(seed))
     t = rng.uniform(0.0, t_end, n_bg)
     x = rng.uniform(x0, x1, n_bg)
     y = rng.uniform(y0, y1, n_bg)
@@ -377,8 +446,7 @@ def simulate_with_parents(
     late = outside = 0
     generation = 0
     while t.size:
-        if model == 2:
-            assert grid is not None
+        if model == 2 and grid is not None:  # model 2 always has one (_check_request)
             density, _ = grid.lookup(x, y)
             scale = params.sigma_x / np.sqrt(density)
         else:
@@ -411,22 +479,30 @@ def simulate_with_parents(
         parents.append(start + src[keep])
         start = next_start
         generation += 1
+    return _Tree(
+        time=np.concatenate(ts),
+        x=np.concatenate(xs),
+        y=np.concatenate(ys),
+        parent=np.concatenate(parents),
+        late=late,
+        outside=outside,
+        generations=generation,
+    )
 
-    time = np.concatenate(ts)
-    order = np.argsort(time, kind="stable")
-    rank = np.empty_like(order)
-    rank[order] = np.arange(order.size)
-    parent_raw = np.concatenate(parents)[order]
-    parent = np.where(parent_raw >= 0, rank[np.maximum(parent_raw, 0)], -1)
-    time = time[order]
-    x_all = np.concatenate(xs)[order]
-    y_all = np.concatenate(ys)[order]
-    if integer_days:
-        time = np.floor(time)
-    density_all = fips_all = None
-    if grid is not None:
-        density_all, fips_all = grid.lookup(x_all, y_all)
 
+def _attrs(
+    params: Params,
+    model: int,
+    box: Bounds,
+    t_end: float,
+    seed: int,
+    grid: DensityGrid | None,
+    n_bg: int,
+    tree: _Tree,
+    integer_days: bool,
+) -> dict[str, object]:
+    """The events' metadata (:func:`simulate` lists it)."""
+    x0, x1, y0, y1 = box
     attrs: dict[str, object] = {
         "true_params": params.as_dict(),
         "model": model,
@@ -435,10 +511,10 @@ def simulate_with_parents(
         "t_end": t_end,
         "seed": seed,
         "n_background": n_bg,
-        "n_offspring": int(time.size - n_bg),
-        "n_discarded_time": late,
-        "n_discarded_space": outside,
-        "n_generations": generation,
+        "n_offspring": int(tree.time.size - n_bg),
+        "n_discarded_time": tree.late,
+        "n_discarded_space": tree.outside,
+        "n_generations": tree.generations,
         "integer_days": bool(integer_days),
         "time_unit": "day",
         "crs": "synthetic",
@@ -447,16 +523,7 @@ def simulate_with_parents(
     if grid is not None:
         attrs["grid_nx"] = grid.nx
         attrs["grid_ny"] = grid.ny
-    log.info(
-        "simulated %d events (%d background, %d offspring; discarded %d late, %d outside)",
-        time.size,
-        n_bg,
-        time.size - n_bg,
-        late,
-        outside,
-    )
-    data = EventData(time=time, x=x_all, y=y_all, density=density_all, fips=fips_all, attrs=attrs)
-    return data, parent
+    return attrs
 
 
 __all__ = ["DEFAULT_BOUNDS", "DensityGrid", "simulate", "simulate_with_parents"]

@@ -13,8 +13,8 @@ import h5py
 import numpy as np
 import pytest
 
-import hawkes_cli.data as data_mod
-from hawkes_cli.data import EventData, load_events, save_events
+from hawkes_cli.data import EventData, hdf5_file, load_events, save_events
+from hawkes_cli.data import files as data_files
 from hawkes_cli.errors import EventsError, UsageError
 
 
@@ -297,7 +297,7 @@ def test_save_is_atomic_csv(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
         handle.write("time,x,y\n0.0,1.0")  # type: ignore[attr-defined]
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(data_mod, "_write_csv", failing)
+    monkeypatch.setattr(data_files, "write_csv", failing)
     with pytest.raises(EventsError, match="No space left"):
         save_events(d, target)
     assert list(tmp_path.iterdir()) == []
@@ -312,7 +312,7 @@ def test_save_failure_keeps_existing_file(tmp_path: Path, monkeypatch: pytest.Mo
     def boom(key: str, value: object) -> object:
         raise RuntimeError("interrupted while writing attributes")
 
-    monkeypatch.setattr(data_mod, "_encode_attr", boom)
+    monkeypatch.setattr(hdf5_file, "_encode_attr", boom)
     with pytest.raises(EventsError, match=r"writing the events file failed \(interrupted"):
         save_events(_events(seed=2).with_attrs(time_unit="day"), target)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ev.h5"]

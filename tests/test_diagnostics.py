@@ -22,7 +22,6 @@ import arviz as az
 import numpy as np
 import pytest
 
-import hawkes_cli.storage as storage
 from hawkes_cli.config import config_from_yaml_text
 from hawkes_cli.data import EventData, save_events
 from hawkes_cli.diagnostics import (
@@ -45,6 +44,7 @@ from hawkes_cli.diagnostics import (
 from hawkes_cli.diagnostics.derived import COORD_UNITS
 from hawkes_cli.errors import EventsError, StorageError, UsageError
 from hawkes_cli.storage import DRAW_FIELDS, ChainMeta, ChainWriter
+from hawkes_cli.storage import writer as storage
 from hawkes_cli.vocab import PARAM_NAMES
 
 PARAMS = PARAM_NAMES

@@ -176,13 +176,13 @@ class Fixture:
 def _edit_record(path: Path, edit, resign: bool = False) -> None:
     """Edit the commit record; ``resign``: make its checksum fit (a record that is
     self-consistent but wrong, as a bug or a swap could leave, reaching the deeper checks)."""
-    from hawkes_cli.storage import _record_digest
+    from hawkes_cli.storage.record import record_digest
 
     side = sidecar_path(path)
     record = json.loads(side.read_text())
     edit(record)
     if resign and isinstance(record, dict):
-        record["record_sha256"] = _record_digest(record)
+        record["record_sha256"] = record_digest(record)
     side.write_text(json.dumps(record))
 
 

@@ -23,7 +23,8 @@ from hawkes_cli.rundir import RunDir
 from hawkes_cli.runner import StopFlag, run_chain
 from hawkes_cli.simulate import DensityGrid, simulate
 from hawkes_cli.start import StartResult
-from hawkes_cli.storage import DRAW_FIELDS, _record_digest, read_chain, read_sidecar, sidecar_path
+from hawkes_cli.storage import DRAW_FIELDS, read_chain, read_sidecar, sidecar_path
+from hawkes_cli.storage.record import record_digest as _record_digest
 from tests.conftest import write_config_file
 
 pytestmark = pytest.mark.opencl

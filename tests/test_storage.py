@@ -20,7 +20,6 @@ import h5py
 import numpy as np
 import pytest
 
-import hawkes_cli.storage as storage
 from hawkes_cli.errors import StorageError
 from hawkes_cli.storage import (
     CHUNK_ROWS,
@@ -29,10 +28,12 @@ from hawkes_cli.storage import (
     SIDECAR_SCHEMA,
     ChainMeta,
     ChainWriter,
+    is_chain_file,
     read_chain,
     read_sidecar,
     sidecar_path,
 )
+from hawkes_cli.storage.record import record_digest, rows_bytes
 from hawkes_cli.vocab import PARAM_NAMES
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -143,7 +144,7 @@ def test_new_chain_layout_commit_and_read(tmp_path):
     assert chain.attrs["param_names"] == PARAMS
     assert chain.attrs["fields"] == FIELDS
     assert chain.attrs["chain_id"] == 3 and chain.attrs["warmup"] == WARMUP
-    assert ChainMeta.from_attrs(chain.attrs) == make_meta()
+    assert chain.meta == make_meta()  # the typed metadata, as written
     assert_rows(chain.draws, 25)
 
 
@@ -218,7 +219,7 @@ def test_commit_failure_before_sidecar_leaves_rows_uncommitted(tmp_path, monkeyp
     def fail(src, dst):
         raise OSError("simulated crash before os.replace")
 
-    monkeypatch.setattr(storage.os, "replace", fail)
+    monkeypatch.setattr(os, "replace", fail)
     with pytest.raises(StorageError, match=r"simulated.*last commit \(10 draws\) is intact"):
         writer.commit({"next": 17})
     monkeypatch.undo()
@@ -252,7 +253,7 @@ def test_commit_retry_after_failure_stores_each_draw_once(tmp_path, monkeypatch)
             raise OSError("disk hiccup")
         real_replace(src, dst)
 
-    monkeypatch.setattr(storage.os, "replace", flaky)
+    monkeypatch.setattr(os, "replace", flaky)
     with pytest.raises(StorageError, match="disk hiccup"):
         writer.commit({"next": 5})
     write_draws(writer, 5, 8)
@@ -315,7 +316,7 @@ def test_crash_before_first_commit_resumes_empty(tmp_path, monkeypatch):
     def fail(src, dst):
         raise OSError("crash before the first sidecar")
 
-    monkeypatch.setattr(storage.os, "replace", fail)
+    monkeypatch.setattr(os, "replace", fail)
     with pytest.raises(StorageError, match="first sidecar"):
         writer.commit({"next": 6})
     monkeypatch.undo()
@@ -385,6 +386,35 @@ def test_other_config_or_chain_is_refused(tmp_path):
     assert_rows(read_chain(path).draws, 5)
 
 
+@pytest.mark.parametrize(
+    ("edit", "match"),
+    [
+        (lambda attrs: attrs.__delitem__("warmup"), r"root attribute\(s\) warmup missing"),
+        (lambda attrs: attrs.__setitem__("seed", "11"), "root attribute 'seed' is '11', not an"),
+        (lambda attrs: attrs.__setitem__("chain_id", -3), "chain_id must be >= 0"),
+        (lambda attrs: attrs.__setitem__("param_names", "[]"), "param_names must not be empty"),
+    ],
+    ids=["missing", "not an integer", "negative chain", "no parameters"],
+)
+def test_root_attributes_that_are_no_chain_are_refused(tmp_path, edit, match):
+    """Root attributes that do not make a ChainMeta: the file is corrupt for the reader, the
+    chain-file test and the writer (which leaves it untouched)."""
+    path = tmp_path / "chain-03.h5"
+    writer, _ = ChainWriter.open(path, make_meta())
+    write_draws(writer, 0, 5)
+    writer.commit({"next": 5})
+    writer.close()
+    assert is_chain_file(path)
+    with h5py.File(path, "r+") as f:
+        edit(f.attrs)
+    with pytest.raises(StorageError, match=match) as info:
+        read_chain(path)
+    assert "root attributes do not describe a chain" in str(info.value)
+    assert str(info.value).endswith("the file is corrupt")
+    assert not is_chain_file(path)
+    _assert_refused(path, match)
+
+
 #: The per-draw fields before the per-iteration cost record (pair_passes ... jump).
 OLD_FIELDS = FIELDS[:7]
 
@@ -414,7 +444,7 @@ def resigned(text: str, **members) -> str:
     """A commit record with ``members`` replaced and its checksum recomputed to fit."""
     record = json.loads(text)
     record.update(members)
-    record["record_sha256"] = storage._record_digest(record)
+    record["record_sha256"] = record_digest(record)
     return json.dumps(record)
 
 
@@ -456,7 +486,7 @@ def test_fingerprint_survives_resumes(tmp_path):
     columns = tuple((n, "f8") for n in chain.attrs["param_names"]) + chain.attrs["fields"]
     import hashlib
 
-    raw = storage._rows_bytes(columns, chain.draws, 0, 25)
+    raw = rows_bytes(columns, chain.draws, 0, 25)
     assert side["draws_sha256"] == hashlib.sha256(raw).hexdigest()
     assert side["last_iteration"] == int(chain.draws["iteration"][-1])
 

@@ -29,7 +29,8 @@ from hawkes_cli.errors import ConfigError, UsageError
 from hawkes_cli.model import Params
 from hawkes_cli.rundir import Checkpoint, RunDir
 from hawkes_cli.runner import run_chain
-from hawkes_cli.storage import _record_digest, read_sidecar, sidecar_path
+from hawkes_cli.storage import read_sidecar, sidecar_path
+from hawkes_cli.storage.record import record_digest as _record_digest
 from hawkes_cli.vocab import DEFAULT_TOLERANCE, MIN_TOLERANCE, tolerance_problem
 from tests.conftest import clean_env
 from tests.test_runner import StopAfter, events, write_config  # noqa: F401

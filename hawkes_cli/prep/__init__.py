@@ -39,7 +39,7 @@ overlap, down-sampling (+ days, jitter) and locations, so the same file, options
 the same events, whichever CSV engine read the file.
 
 Output: an events file (:func:`hawkes_cli.data.save_events`; HDF5 keeps the metadata listed in
-:func:`prepare_hhs` and a ``/dropped`` group with every dropped row), written atomically: a
+:mod:`.metadata` and a ``/dropped`` group with every dropped row), written atomically: a
 failure leaves no partial file.
 
 Modules, each importing only those above it: :mod:`.progress` (stage lines and timings),

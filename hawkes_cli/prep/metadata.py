@@ -1,7 +1,22 @@
 """The metadata of a prepared events file, one group of attributes at a time.
 
-:func:`~hawkes_cli.prep.prepare_hhs` merges the groups in this order (its docstring lists the
-keys); each function here is pure: it only arranges values the pipeline computed.
+:func:`~hawkes_cli.prep.prepare_hhs` merges the groups in this order; each function here is
+pure: it only arranges values the pipeline computed. The keys (HDF5 attributes of ``/events``):
+
+- time (:func:`time_attrs`): ``time_unit`` (``day``), ``origin_date``, ``first_date``,
+  ``last_date``;
+- space (:func:`space_attrs`): ``crs`` (``lonlat`` or the EPSG code) and ``crs_definition``,
+  ``area`` (study region, coordinate units squared) and ``land_area_sq_mi``, ``region``,
+  ``counties`` (polygon file for ``hawkes-run``);
+- source (:func:`source_attrs`): ``source_file``, ``source_sha256``, ``source_bytes``,
+  ``reader``, ``columns`` (the header's spelling of every column read), ``count_kind``,
+  ``count_description``, ``window_shift_days``, ``suppressed``, ``options``, ``seed``;
+- counts (:func:`count_attrs`): ``rows_read``, ``rows_kept``, ``rows_dropped``, ``rows_zero``,
+  ``rows_imputed``, ``values_imputed``, ``dropped`` (reason -> rows), ``dropped_reasons``
+  (reason -> sentence), ``fips_repairs``, ``cases_expanded``, ``cases_in_window``,
+  ``cases_outside_window``, ``cases_kept``;
+- provenance (:func:`provenance_attrs`): ``county_table``, ``county_table_sha256``,
+  ``provenance``, ``hawkes_version``.
 """
 
 from __future__ import annotations

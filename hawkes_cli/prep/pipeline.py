@@ -149,20 +149,7 @@ def prepare_hhs(
     Returns
     -------
     PrepResult
-
-    Notes
-    -----
-    Metadata of the events (HDF5 attributes of ``/events``): ``time_unit`` (``day``),
-    ``origin_date``, ``first_date``, ``last_date``, ``crs`` (``lonlat`` or the EPSG code) and
-    ``crs_definition``, ``area`` (study region, coordinate units squared) and
-    ``land_area_sq_mi``, ``region``, ``counties`` (polygon file for ``hawkes-run``),
-    ``source_file``, ``source_sha256``, ``source_bytes``, ``reader``, ``columns`` (the header's
-    spelling of every column read), ``count_kind``, ``count_description``,
-    ``window_shift_days``, ``suppressed``, ``options``, ``seed``, ``rows_read``,
-    ``rows_kept``, ``rows_dropped``, ``rows_zero``, ``rows_imputed``, ``values_imputed``,
-    ``dropped`` (reason -> rows), ``dropped_reasons`` (reason -> sentence), ``fips_repairs``,
-    ``cases_expanded``, ``cases_in_window``, ``cases_outside_window``, ``cases_kept``,
-    ``county_table`` and its sha256, ``provenance``, ``hawkes_version``.
+        The events file carries the metadata :mod:`hawkes_cli.prep.metadata` lists.
 
     Raises
     ------
@@ -393,7 +380,7 @@ def _metadata(
     geography: _Geography,
     counties_file: str | None,
 ) -> dict[str, Any]:
-    """The events' attributes (:func:`prepare_hhs` lists them), group by group."""
+    """The events' attributes (:mod:`~hawkes_cli.prep.metadata` lists them), group by group."""
     cases = timeline.cases
     return {
         **metadata.time_attrs(timeline.origin_day, cases.day),

@@ -39,8 +39,9 @@ bit-for-bit. :class:`SamplerState` holds only Python floats, ints and tuples (ha
 JSON round trip).
 
 Modules: :mod:`.state` (state, step record, protocol), :mod:`.moves` (checks, MH decision),
-:mod:`.univariate`, :mod:`.block`, :mod:`.tiered` (one kernel each); :func:`make_sampler`
-builds one by name.
+:mod:`.adapt` (the warm-up adaptation ``block`` and ``tiered`` share: Robbins-Monro factor,
+Welford covariance, jittered Cholesky), :mod:`.univariate`, :mod:`.block`, :mod:`.tiered` (one
+kernel each); :func:`make_sampler` builds one by name.
 """
 
 from __future__ import annotations

@@ -8,6 +8,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from .adapt import (
+    acceptance_probability,
+    adapted_log_factor,
+    jittered_cholesky,
+    welford_update,
+)
 from .moves import AM_SCALE, check_common, check_init, check_state, mh_accept
 from .state import LogDensity, SamplerState, StepInfo
 
@@ -43,8 +49,6 @@ class BlockSampler:
     """
 
     kind = "block"
-    _GAIN_EXPONENT = 0.6
-    _MAX_LOG_FACTOR = math.log(1e6)
 
     def __init__(
         self,
@@ -99,16 +103,8 @@ class BlockSampler:
         key = (-1, ()) if state.n_adapt < self.adapt_start else (state.n_adapt, state.m2)
         if self._chol is not None and self._chol_key == key:
             return self._chol
-        cov = self.covariance(state)
-        jitter = 0.0
-        base = float(np.mean(np.diag(cov))) or 1.0
-        for _ in range(20):
-            try:
-                chol = np.linalg.cholesky(cov + jitter * np.eye(self.dim))
-                break
-            except np.linalg.LinAlgError:
-                jitter = base * 1e-12 if jitter == 0.0 else jitter * 10.0
-        else:  # pragma: no cover - only for a pathological (non-finite) covariance
+        chol, jitter = jittered_cholesky(self.covariance(state))
+        if chol is None:  # pragma: no cover - only for a pathological (non-finite) covariance
             raise ValueError("block sampler: proposal covariance is not positive definite")
         if jitter:
             log.warning("block sampler: added jitter %.3g to the proposal covariance", jitter)
@@ -148,28 +144,12 @@ class BlockSampler:
         mean, m2 = state.mean, state.m2
         if adapt:
             # Robbins-Monro on log f, with the MH acceptance probability as the signal.
-            if math.isfinite(log_new):
-                alpha = min(1.0, math.exp(min(log_new - state.log_target, 0.0)))
-            else:
-                alpha = 0.0
+            alpha = acceptance_probability(log_new, state.log_target)
             j = n_adapt if n_adapt < self.adapt_start else n_adapt - self.adapt_start
-            gain = (j + 1) ** (-self._GAIN_EXPONENT)
-            log_f = math.log(factor) + gain * (alpha - self.target_accept)
-            log_f = min(max(log_f, -self._MAX_LOG_FACTOR), self._MAX_LOG_FACTOR)
-
+            log_f = adapted_log_factor(factor, j, alpha, self.target_accept)
             # Welford update with the state after this step.
-            x = np.array(theta, dtype=float)
             n_adapt += 1
-            if n_adapt == 1:
-                mean_arr = x
-                m2_arr = np.zeros((self.dim, self.dim))
-            else:
-                mean_old = np.asarray(mean, dtype=float)
-                delta = x - mean_old
-                mean_arr = mean_old + delta / n_adapt
-                m2_arr = np.asarray(m2, dtype=float).reshape(self.dim, self.dim) + np.outer(
-                    delta, x - mean_arr
-                )
+            mean_arr, m2_arr = welford_update(mean, m2, np.array(theta, dtype=float), n_adapt)
             mean, m2 = tuple(mean_arr.tolist()), tuple(m2_arr.reshape(-1).tolist())
             if n_adapt == self.adapt_start:
                 log.debug(

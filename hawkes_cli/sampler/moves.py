@@ -16,6 +16,7 @@ AM_SCALE = 2.38**2
 
 
 def check_init(dim: int, theta0: Sequence[float], log_target: float) -> tuple[float, ...]:
+    """``theta0`` as a tuple of ``dim`` floats; ValueError if it or ``log_target`` is unusable."""
     theta = tuple(float(x) for x in np.asarray(theta0, dtype=float).reshape(-1))
     if len(theta) != dim:
         raise ValueError(f"theta0 has {len(theta)} coordinates, the sampler expects {dim}")
@@ -30,6 +31,7 @@ def check_init(dim: int, theta0: Sequence[float], log_target: float) -> tuple[fl
 
 
 def check_state(state: SamplerState, kind: str, dim: int) -> None:
+    """ValueError for a state of another kind or dimension than the sampler's."""
     if state.kind != kind:
         raise ValueError(f"a {state.kind} sampler state was given to the {kind} sampler")
     if state.dim != dim:
@@ -45,6 +47,7 @@ def mh_accept(log_new: float, log_old: float, u: float) -> bool:
 
 
 def check_common(dim: int, target_accept: float, initial_scale: float) -> None:
+    """ValueError for a dimension, target acceptance or initial scale no sampler can use."""
     if int(dim) != dim or dim < 1:
         raise ValueError(f"sampler dimension must be a positive integer, got {dim!r}")
     if not 0.0 < target_accept < 1.0:

@@ -9,6 +9,12 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from .adapt import (
+    acceptance_probability,
+    adapted_log_factor,
+    jittered_cholesky,
+    welford_update,
+)
 from .moves import AM_SCALE, check_common, check_init, check_state, mh_accept
 from .state import LogDensity, SamplerState, StepInfo
 
@@ -24,16 +30,8 @@ def _default_accept(k: int) -> float:
 
 def _cholesky(cov: np.ndarray, what: str) -> np.ndarray:
     """Lower Cholesky factor of a symmetric ``cov``, with growing jitter if it is not PD."""
-    n = cov.shape[0]
-    base = float(np.mean(np.diag(cov))) or 1.0
-    jitter = 0.0
-    for _ in range(20):
-        try:
-            chol = np.linalg.cholesky(cov + jitter * np.eye(n))
-            break
-        except np.linalg.LinAlgError:
-            jitter = base * 1e-12 if jitter == 0.0 else jitter * 10.0
-    else:
+    chol, jitter = jittered_cholesky(cov)
+    if chol is None:
         raise ValueError(f"tiered sampler: the {what} covariance is not positive definite")
     if jitter:
         log.warning("tiered sampler: added jitter %.3g to the %s covariance", jitter, what)
@@ -46,6 +44,105 @@ class _TieredParts(NamedTuple):
     expensive: np.ndarray  # (d, k): increment = f_e * expensive @ z, z ~ N(0, I_k)
     cheap: np.ndarray  # (d, c): cheap increment = f_c * cheap @ z (rows of e exactly 0)
     jump_dir: np.ndarray  # (d,): cheap-block regression on the jump coordinate (1 there, 0 on e)
+
+
+class _Adaptation(NamedTuple):
+    """What a step leaves of the adaptation: the factors, the counts and the moments."""
+
+    scales: tuple[float, ...]
+    n_adapt: int
+    window: int
+    mean: tuple[float, ...]
+    m2: tuple[float, ...]
+    cov0: tuple[float, ...]
+
+
+class _Walk:
+    """The chain within one step: its point and log density after the moves so far, the
+    ``log_density`` calls made and the call whose point it now is (``target_call``)."""
+
+    def __init__(self, theta: np.ndarray, log_target: float, log_density: LogDensity) -> None:
+        self.theta = theta
+        self.log_target = log_target
+        self.calls = 0
+        self.target_call = -1
+        self._log_density = log_density
+
+    def propose(self, proposal: np.ndarray, u: float) -> tuple[float, bool]:
+        """One Metropolis move to ``proposal`` decided by the uniform ``u``: its acceptance
+        probability and whether it was accepted (the walk then moved there)."""
+        log_new = float(self._log_density(proposal.copy()))
+        self.calls += 1
+        alpha = acceptance_probability(log_new, self.log_target)
+        accepted = mh_accept(log_new, self.log_target, u)
+        if accepted:
+            self.theta, self.log_target, self.target_call = proposal, log_new, self.calls - 1
+        return alpha, accepted
+
+
+def _check_blocks(dim: int, cheap: Sequence[int]) -> tuple[int, tuple[int, ...], tuple[int, ...]]:
+    """``d``, the cheap coordinates (sorted) and the expensive ones; ValueError if unusable."""
+    if int(dim) != dim or dim < 2:
+        raise ValueError(f"tiered sampler dimension must be an integer >= 2, got {dim!r}")
+    d = int(dim)
+    cheap_idx = tuple(int(i) for i in cheap)
+    if (
+        len(set(cheap_idx)) != len(cheap_idx)
+        or not cheap_idx
+        or len(cheap_idx) >= d
+        or any(not 0 <= i < d for i in cheap_idx)
+    ):
+        raise ValueError(
+            f"cheap must list distinct coordinates in 0..{d - 1}, leaving at least one "
+            f"expensive coordinate; got {tuple(cheap)!r}"
+        )
+    cheap_sorted = tuple(sorted(cheap_idx))
+    return d, cheap_sorted, tuple(i for i in range(d) if i not in cheap_sorted)
+
+
+def _check_jumps(
+    d: int,
+    cheap: tuple[int, ...],
+    jump_prob: float,
+    jump_index: int | None,
+    jump_range: tuple[float, float] | None,
+    jump_vectors: Sequence[Sequence[float]],
+) -> tuple[tuple[float, float] | None, tuple[tuple[float, ...], ...]]:
+    """The checked jump range and the jump vectors' cheap components; ValueError if unusable."""
+    if not 0.0 <= jump_prob <= 1.0:
+        raise ValueError(f"jump_prob must be in [0, 1], got {jump_prob!r}")
+    if jump_index is not None and int(jump_index) not in cheap:
+        raise ValueError(f"jump_index {jump_index!r} is not one of the cheap {cheap}")
+    if jump_range is not None:
+        lo, hi = (float(x) for x in jump_range)
+        if not (math.isfinite(hi) and 0.0 <= lo < hi):
+            raise ValueError(f"jump_range must be (a, b) with 0 <= a < b, got {jump_range!r}")
+        jump_range = (lo, hi)
+    vectors = []
+    for v in jump_vectors:
+        arr = np.asarray(v, dtype=float).reshape(-1)
+        if arr.shape != (d,) or not np.all(np.isfinite(arr)):
+            raise ValueError(f"each jump vector needs {d} finite values, got {v!r}")
+        vectors.append(tuple(arr[list(cheap)].tolist()))
+    return jump_range, tuple(vectors)
+
+
+def _check_counts(n_cheap: int, n_expensive: int) -> None:
+    """ValueError for an unusable number of cheap or expensive moves per step."""
+    if int(n_cheap) != n_cheap or n_cheap < 0:
+        raise ValueError(f"n_cheap must be an integer >= 0, got {n_cheap!r}")
+    if int(n_expensive) != n_expensive or n_expensive < 1:
+        raise ValueError(f"n_expensive must be an integer >= 1, got {n_expensive!r}")
+
+
+def _check_adaptation(adapt_window: int, prior_weight: float, eps: float) -> None:
+    """ValueError for an unusable adaptation setting."""
+    if int(adapt_window) != adapt_window or adapt_window < 2:
+        raise ValueError(f"adapt_window must be an integer >= 2, got {adapt_window!r}")
+    if not (math.isfinite(prior_weight) and prior_weight > 0):
+        raise ValueError(f"prior_weight must be finite and > 0, got {prior_weight!r}")
+    if not (math.isfinite(eps) and eps > 0):
+        raise ValueError(f"eps must be finite and > 0, got {eps!r}")
 
 
 class TieredSampler:
@@ -147,8 +244,6 @@ class TieredSampler:
     """
 
     kind = "tiered"
-    _GAIN_EXPONENT = 0.6
-    _MAX_LOG_FACTOR = math.log(1e6)
     EXPENSIVE_MOVES: tuple[str, ...] = ("coupled", "conditional", "joint")
 
     def __init__(
@@ -170,22 +265,8 @@ class TieredSampler:
         prior_weight: float = 50.0,
         eps: float = 1e-10,
     ) -> None:
-        if int(dim) != dim or dim < 2:
-            raise ValueError(f"tiered sampler dimension must be an integer >= 2, got {dim!r}")
-        self.dim = d = int(dim)
-        cheap_idx = tuple(int(i) for i in cheap)
-        if (
-            len(set(cheap_idx)) != len(cheap_idx)
-            or not cheap_idx
-            or len(cheap_idx) >= d
-            or any(not 0 <= i < d for i in cheap_idx)
-        ):
-            raise ValueError(
-                f"cheap must list distinct coordinates in 0..{d - 1}, leaving at least one "
-                f"expensive coordinate; got {tuple(cheap)!r}"
-            )
-        self.cheap = tuple(sorted(cheap_idx))
-        self.expensive = tuple(i for i in range(d) if i not in self.cheap)
+        d, self.cheap, self.expensive = _check_blocks(dim, cheap)
+        self.dim = d
         if expensive_move not in self.EXPENSIVE_MOVES:
             raise ValueError(
                 f"unknown expensive_move {expensive_move!r}; valid choices are "
@@ -203,43 +284,22 @@ class TieredSampler:
         )
         check_common(d, self.target_accept, initial_scale)
         check_common(d, self.cheap_target_accept, initial_scale)
-        if int(n_cheap) != n_cheap or n_cheap < 0:
-            raise ValueError(f"n_cheap must be an integer >= 0, got {n_cheap!r}")
-        if int(n_expensive) != n_expensive or n_expensive < 1:
-            raise ValueError(f"n_expensive must be an integer >= 1, got {n_expensive!r}")
-        if not 0.0 <= jump_prob <= 1.0:
-            raise ValueError(f"jump_prob must be in [0, 1], got {jump_prob!r}")
-        if jump_index is not None and int(jump_index) not in self.cheap:
-            raise ValueError(f"jump_index {jump_index!r} is not one of the cheap {self.cheap}")
-        if jump_range is not None:
-            lo, hi = (float(x) for x in jump_range)
-            if not (math.isfinite(hi) and 0.0 <= lo < hi):
-                raise ValueError(f"jump_range must be (a, b) with 0 <= a < b, got {jump_range!r}")
-            jump_range = (lo, hi)
-        vectors = []
-        for v in jump_vectors:
-            arr = np.asarray(v, dtype=float).reshape(-1)
-            if arr.shape != (d,) or not np.all(np.isfinite(arr)):
-                raise ValueError(f"each jump vector needs {d} finite values, got {v!r}")
-            vectors.append(tuple(arr[list(self.cheap)].tolist()))
-        if int(adapt_window) != adapt_window or adapt_window < 2:
-            raise ValueError(f"adapt_window must be an integer >= 2, got {adapt_window!r}")
-        if not (math.isfinite(prior_weight) and prior_weight > 0):
-            raise ValueError(f"prior_weight must be finite and > 0, got {prior_weight!r}")
-        if not (math.isfinite(eps) and eps > 0):
-            raise ValueError(f"eps must be finite and > 0, got {eps!r}")
+        _check_counts(n_cheap, n_expensive)
+        self.jump_range, self.jump_vectors = _check_jumps(
+            d, self.cheap, jump_prob, jump_index, jump_range, jump_vectors
+        )
+        _check_adaptation(adapt_window, prior_weight, eps)
         self.n_cheap = int(n_cheap)
         self.n_expensive = int(n_expensive)
         self.initial_scale = float(initial_scale)
         self.jump_prob = float(jump_prob)
         self.jump_index = None if jump_index is None else int(jump_index)
-        self.jump_range = jump_range
-        self.jump_vectors: tuple[tuple[float, ...], ...] = tuple(vectors)
         self.adapt_window = int(adapt_window)
         self.prior_weight = float(prior_weight)
         self.eps = float(eps)
-        self._regression_jump = self.jump_range is not None and self.jump_index is not None
-        self._n_jump_kinds = len(self.jump_vectors) + int(self._regression_jump)
+        self._n_jump_kinds = len(self.jump_vectors) + int(
+            self.jump_range is not None and self.jump_index is not None
+        )
         self._k_expensive = n_moved
         c = len(self.cheap)
         self.n_normals = n_moved * self.n_expensive + self.n_cheap * c + c
@@ -388,147 +448,147 @@ class TieredSampler:
         normals = rng.standard_normal(self.n_normals)
         uniforms = rng.random(self.n_uniforms)
         parts = self._proposal_parts(state)
-        f_e, f_c = state.scales
-        n_c = len(self.cheap)
-        k = self._k_expensive
-
-        theta = np.array(state.theta, dtype=float)
-        log_target = state.log_target
-        calls = 0
-        target_call = -1
-
-        def alpha(log_new: float, log_old: float) -> float:
-            if not math.isfinite(log_new):
-                return 0.0
-            return math.exp(min(log_new - log_old, 0.0))
-
-        # 1. expensive moves
-        n_e = self.n_expensive
-        z_e = normals[: k * n_e].reshape(n_e, k)
-        expensive_accepted = 0
-        alpha_e = 0.0
-        for i in range(n_e):
-            proposal = theta + f_e * (parts.expensive @ z_e[i])
-            log_new = float(log_density(proposal.copy()))
-            calls += 1
-            alpha_e += alpha(log_new, log_target) / n_e
-            if mh_accept(log_new, log_target, float(uniforms[i])):
-                theta, log_target, target_call = proposal, log_new, calls - 1
-                expensive_accepted += 1
-        accepted = expensive_accepted > 0
-
-        # 2. cheap moves (increments are exactly 0 on the expensive coordinates)
-        z_c = normals[k * n_e : k * n_e + self.n_cheap * n_c].reshape(self.n_cheap, n_c)
-        increments = f_c * (z_c @ parts.cheap.T)
-        cheap_accepted = 0
-        alpha_c = 0.0
-        for i in range(self.n_cheap):
-            proposal = theta + increments[i]
-            log_new = float(log_density(proposal.copy()))
-            calls += 1
-            alpha_c += alpha(log_new, log_target)
-            if mh_accept(log_new, log_target, float(uniforms[n_e + i])):
-                theta, log_target, target_call = proposal, log_new, calls - 1
-                cheap_accepted += 1
-
-        # 3. mode jump
-        u_do, u_sign, u_kind, u_size, u_acc = (float(u) for u in uniforms[n_e + self.n_cheap :])
-        jump_proposed = self._n_jump_kinds > 0 and u_do < self.jump_prob
-        jump_accepted = False
-        if jump_proposed:
-            pick = min(int(u_kind * self._n_jump_kinds), self._n_jump_kinds - 1)
-            if pick < len(self.jump_vectors):
-                shift = self._jump_full[pick]
-            else:
-                lo, hi = self.jump_range  # type: ignore[misc]
-                shift = (lo + (hi - lo) * u_size) * parts.jump_dir
-            sign = 1.0 if u_sign < 0.5 else -1.0
-            noise = f_c * (parts.cheap @ normals[k * n_e + self.n_cheap * n_c :])
-            proposal = theta + (sign * shift + noise)
-            log_new = float(log_density(proposal.copy()))
-            calls += 1
-            if mh_accept(log_new, log_target, u_acc):
-                theta, log_target, target_call = proposal, log_new, calls - 1
-                jump_accepted = True
-
-        theta_t = tuple(theta.tolist())
-        scales = state.scales
-        n_adapt, window = state.n_adapt, state.window
-        mean, m2, cov0 = state.mean, state.m2, state.cov0
+        walk = _Walk(np.array(state.theta, dtype=float), state.log_target, log_density)
+        n_e, n_c = self.n_expensive, self.n_cheap
+        cut_e = self._k_expensive * n_e  # normals: expensive | cheap | jump noise
+        cut_c = cut_e + n_c * len(self.cheap)
+        z_e = normals[:cut_e].reshape(n_e, self._k_expensive)
+        z_c = normals[cut_e:cut_c].reshape(n_c, len(self.cheap))
+        expensive_accepted, alpha_e = self._expensive_moves(walk, parts, state, z_e, uniforms)
+        cheap_accepted, alpha_c = self._cheap_moves(walk, parts, state, z_c, uniforms[n_e:])
+        jump_proposed, jump_accepted = self._mode_jump(
+            walk, parts, state, normals[cut_c:], uniforms[n_e + n_c :]
+        )
         if adapt:
-            gain = (n_adapt + 1) ** (-self._GAIN_EXPONENT)
-            bound = self._MAX_LOG_FACTOR
-            log_fe = math.log(f_e) + gain * (alpha_e - self.target_accept)
-            new_fe = math.exp(min(max(log_fe, -bound), bound))
-            new_fc = f_c
-            if self.n_cheap:
-                log_fc = math.log(f_c) + gain * (alpha_c / self.n_cheap - self.cheap_target_accept)
-                new_fc = math.exp(min(max(log_fc, -bound), bound))
-            scales = (new_fe, new_fc)
-
-            d = self.dim
-            window += 1
-            n_adapt += 1
-            if window == 1:
-                mean_arr = theta.copy()
-                m2_arr = np.zeros((d, d))
-            else:
-                mean_old = np.asarray(mean, dtype=float)
-                delta = theta - mean_old
-                mean_arr = mean_old + delta / window
-                m2_arr = np.asarray(m2, dtype=float).reshape(d, d) + np.outer(
-                    delta, theta - mean_arr
-                )
-            mean, m2 = tuple(mean_arr.tolist()), tuple(m2_arr.reshape(-1).tolist())
-            if self._window_ends(n_adapt):
-                blended = (self.prior_weight * np.asarray(cov0, dtype=float).reshape(d, d)) + (
-                    m2_arr
-                )
-                blended = blended / (self.prior_weight + window - 1)
-                blended = 0.5 * (blended + blended.T)
-                log.debug(
-                    "tiered sampler: adaptation window of %d states ends after %d steps",
-                    window,
-                    n_adapt,
-                )
-                cov0 = tuple(blended.reshape(-1).tolist())
-                window, mean, m2 = 0, (), ()
-
-        jump_p = int(jump_proposed)
+            kept = self._adapt(state, walk.theta, alpha_e, alpha_c)
+        else:
+            kept = _Adaptation(
+                state.scales, state.n_adapt, state.window, state.mean, state.m2, state.cov0
+            )
         new_state = SamplerState(
-            theta=theta_t,
-            log_target=log_target,
-            scales=scales,
+            theta=tuple(walk.theta.tolist()),
+            log_target=walk.log_target,
             kind=self.kind,
             n_steps=state.n_steps + 1,
-            n_accepted=state.n_accepted + accepted,
-            n_adapt=n_adapt,
+            n_accepted=state.n_accepted + (expensive_accepted > 0),
             proposals=(
                 state.proposals[0] + n_e,
-                state.proposals[1] + self.n_cheap,
-                state.proposals[2] + jump_p,
+                state.proposals[1] + n_c,
+                state.proposals[2] + int(jump_proposed),
             ),
             accepts=(
                 state.accepts[0] + expensive_accepted,
                 state.accepts[1] + cheap_accepted,
                 state.accepts[2] + jump_accepted,
             ),
-            mean=mean,
-            m2=m2,
-            cov0=cov0,
-            window=window,
+            **kept._asdict(),
         )
         info = StepInfo(
-            accepted=accepted,
+            accepted=expensive_accepted > 0,
             coordinate=-2,
-            proposal_scale=f_e,
-            n_proposals=calls,
+            proposal_scale=state.scales[0],
+            n_proposals=walk.calls,
             n_accepted=expensive_accepted + cheap_accepted + int(jump_accepted),
             expensive_accepted=expensive_accepted,
-            cheap_proposed=self.n_cheap,
+            cheap_proposed=n_c,
             cheap_accepted=cheap_accepted,
             jump_proposed=jump_proposed,
             jump_accepted=jump_accepted,
-            target_call=target_call,
+            target_call=walk.target_call,
         )
         return new_state, info
+
+    def _expensive_moves(
+        self,
+        walk: _Walk,
+        parts: _TieredParts,
+        state: SamplerState,
+        z: np.ndarray,
+        uniforms: np.ndarray,
+    ) -> tuple[int, float]:
+        """Step 1: the expensive moves (``z`` shape ``(n_expensive, k)``, one uniform each).
+
+        Returns the moves accepted and their mean acceptance probability.
+        """
+        f_e, n_e = state.scales[0], self.n_expensive
+        accepted, alpha = 0, 0.0
+        for i in range(n_e):
+            a, ok = walk.propose(walk.theta + f_e * (parts.expensive @ z[i]), float(uniforms[i]))
+            alpha += a / n_e
+            accepted += ok
+        return accepted, alpha
+
+    def _cheap_moves(
+        self,
+        walk: _Walk,
+        parts: _TieredParts,
+        state: SamplerState,
+        z: np.ndarray,
+        uniforms: np.ndarray,
+    ) -> tuple[int, float]:
+        """Step 2: the cheap moves (``z`` shape ``(n_cheap, |c|)``, one uniform each); their
+        increments are exactly 0 on the expensive coordinates.
+
+        Returns the moves accepted and the sum of their acceptance probabilities.
+        """
+        increments = state.scales[1] * (z @ parts.cheap.T)
+        accepted, alpha = 0, 0.0
+        for i in range(self.n_cheap):
+            a, ok = walk.propose(walk.theta + increments[i], float(uniforms[i]))
+            alpha += a
+            accepted += ok
+        return accepted, alpha
+
+    def _mode_jump(
+        self,
+        walk: _Walk,
+        parts: _TieredParts,
+        state: SamplerState,
+        z: np.ndarray,
+        uniforms: np.ndarray,
+    ) -> tuple[bool, bool]:
+        """Step 3: the mode jump (``z``: its ``|c|`` normals; ``uniforms``: do, sign, kind,
+        size, accept). Returns whether it was proposed and whether it was accepted."""
+        u_do, u_sign, u_kind, u_size, u_acc = (float(u) for u in uniforms)
+        if not (self._n_jump_kinds > 0 and u_do < self.jump_prob):
+            return False, False
+        pick = min(int(u_kind * self._n_jump_kinds), self._n_jump_kinds - 1)
+        if pick < len(self.jump_vectors):
+            shift = self._jump_full[pick]
+        else:
+            lo, hi = self.jump_range  # type: ignore[misc]
+            shift = (lo + (hi - lo) * u_size) * parts.jump_dir
+        sign = 1.0 if u_sign < 0.5 else -1.0
+        noise = state.scales[1] * (parts.cheap @ z)
+        _, accepted = walk.propose(walk.theta + (sign * shift + noise), u_acc)
+        return True, accepted
+
+    def _adapt(
+        self, state: SamplerState, theta: np.ndarray, alpha_e: float, alpha_c: float
+    ) -> _Adaptation:
+        """The factors' Robbins-Monro steps and the window's Welford update with the step's
+        final ``theta``; at a window's end ``cov0`` becomes the blend and the window empties."""
+        f_e, f_c = state.scales
+        n_adapt = state.n_adapt
+        new_fe = math.exp(adapted_log_factor(f_e, n_adapt, alpha_e, self.target_accept))
+        new_fc = f_c
+        if self.n_cheap:
+            alpha = alpha_c / self.n_cheap
+            new_fc = math.exp(adapted_log_factor(f_c, n_adapt, alpha, self.cheap_target_accept))
+        d = self.dim
+        window, n_adapt = state.window + 1, n_adapt + 1
+        mean_arr, m2_arr = welford_update(state.mean, state.m2, theta, window)
+        mean, m2 = tuple(mean_arr.tolist()), tuple(m2_arr.reshape(-1).tolist())
+        cov0 = state.cov0
+        if self._window_ends(n_adapt):
+            blended = (self.prior_weight * np.asarray(cov0, dtype=float).reshape(d, d)) + m2_arr
+            blended = blended / (self.prior_weight + window - 1)
+            blended = 0.5 * (blended + blended.T)
+            log.debug(
+                "tiered sampler: adaptation window of %d states ends after %d steps",
+                window,
+                n_adapt,
+            )
+            cov0 = tuple(blended.reshape(-1).tolist())
+            window, mean, m2 = 0, (), ()
+        return _Adaptation((new_fe, new_fc), n_adapt, window, mean, m2, cov0)
