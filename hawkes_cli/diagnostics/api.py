@@ -100,7 +100,7 @@ def _assemble(
     return Draws(
         run_dir=run_dir,
         chain_ids=tuple(c.chain_id for c in used),
-        param_names=tuple(first.attrs["param_names"]),
+        param_names=tuple(first.meta.param_names),
         variables={q.name: q.arrays for q in quantities},
         labels={q.name: q.label for q in quantities},
         units={q.name: q.unit for q in quantities},
@@ -109,7 +109,7 @@ def _assemble(
         iterations=tuple(c.iterations for c in used),
         stats={k: tuple(c.stats[k] for c in used) for k in stats_keys},
         model=model,
-        config_sha256=str(first.attrs["config_sha256"]),
+        config_sha256=first.meta.config_sha256,
         time_unit=info.time_unit,
         counties=tuple(counties),
     )
@@ -123,8 +123,8 @@ def _load(
     check_same_config(chains)
     used = require_draws(chains, run_dir, options)
     notes = [verdicts.excluded(c) for c in chains if not c.used]
-    model = int(used[0].attrs.get("model", 1) or 1)
-    names = tuple(used[0].attrs["param_names"])
+    model = used[0].meta.model
+    names = tuple(used[0].meta.param_names)
     info = read_events_info(chains, run_dir, options, model)
     if info.assumed:
         notes.append(verdicts.time_unit_assumed(info.assumed))

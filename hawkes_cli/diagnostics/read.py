@@ -23,6 +23,7 @@ from .records import ChainSummary
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..data import EventData
+    from ..storage import ChainMeta
 
 __all__ = [
     "ChainRead",
@@ -89,8 +90,8 @@ class ChainRead:
 
     Attributes
     ----------
-    chain_id, path, attrs, n_committed
-        The chain's id, file, root attributes and committed draw count.
+    chain_id, path, meta, n_committed
+        The chain's id, file, typed metadata (its root attributes) and committed draw count.
     params, iterations, stats
         Parameter draws, iteration numbers and sampler fields after burn-in and thinning.
     after_burn_params, after_burn_iterations
@@ -106,7 +107,7 @@ class ChainRead:
 
     chain_id: int
     path: Path
-    attrs: dict[str, Any]
+    meta: ChainMeta
     n_committed: int
     params: dict[str, np.ndarray]
     iterations: np.ndarray
@@ -127,12 +128,12 @@ class ChainRead:
     @property
     def warmup(self) -> int:
         """The run's warm-up iterations (root attribute ``warmup``)."""
-        return int(self.attrs.get("warmup", 0) or 0)
+        return self.meta.warmup
 
     @property
     def iterations_planned(self) -> int:
         """The configured total of iterations (root attribute ``iterations``)."""
-        return int(self.attrs.get("iterations", 0) or 0)
+        return self.meta.iterations
 
     def summary(self, used: bool) -> ChainSummary:
         """The chain as the report shows it (``used``: whether its draws were taken)."""
@@ -151,30 +152,27 @@ class ChainRead:
         )
 
 
-def select_rows(
-    draws: Mapping[str, np.ndarray], attrs: Mapping[str, Any], burn: int | None
-) -> np.ndarray:
+def select_rows(draws: Mapping[str, np.ndarray], meta: ChainMeta, burn: int | None) -> np.ndarray:
     """Boolean mask of the rows after burn-in (see the package docstring)."""
     n = next(iter(draws.values())).shape[0] if draws else 0
     iteration = draws.get("iteration")
     if burn is None:
         if "warmup" in draws:
             return np.asarray(draws["warmup"]) == 0
-        warmup = int(attrs.get("warmup", 0) or 0)
         if iteration is not None:
-            return np.asarray(iteration) >= warmup
-        burn_rows = warmup // max(int(attrs.get("thin", 1) or 1), 1)
+            return np.asarray(iteration) >= meta.warmup
+        burn_rows = meta.warmup // meta.thin
         return np.arange(n) >= burn_rows
     if iteration is not None:
         return np.asarray(iteration) >= burn
     return np.arange(n) >= burn
 
 
-def _all_iterations(draws: Mapping[str, np.ndarray], attrs: Mapping[str, Any], n_rows: int):
+def _all_iterations(draws: Mapping[str, np.ndarray], meta: ChainMeta, n_rows: int):
     """Iteration number of every committed row (from the sampler's thinning without a field)."""
     if "iteration" in draws:
         return np.asarray(draws["iteration"], dtype=np.int64)
-    return np.arange(n_rows, dtype=np.int64) * max(int(attrs.get("thin", 1) or 1), 1)
+    return np.arange(n_rows, dtype=np.int64) * meta.thin
 
 
 def _progress(
@@ -202,22 +200,21 @@ def read_chain_file(path: Path, options: DiagnoseOptions) -> ChainRead:
     from ..storage import read_chain
 
     cd = read_chain(path)
-    attrs, draws = cd.attrs, cd.draws
-    keep = select_rows(draws, attrs, options.burn)
-    after = {name: np.asarray(draws[name], dtype=np.float64)[keep] for name in attrs["param_names"]}
-    iters_all = _all_iterations(draws, attrs, cd.n_committed)
+    meta, draws = cd.meta, cd.draws
+    keep = select_rows(draws, meta, options.burn)
+    after = {name: np.asarray(draws[name], dtype=np.float64)[keep] for name in meta.param_names}
+    iters_all = _all_iterations(draws, meta, cd.n_committed)
     iters_after = iters_all[keep]
     sl = slice(None, None, options.thin)
     acceptance = None
     if "accepted" in draws and iters_after.size:
         acceptance = float(np.mean(np.asarray(draws["accepted"])[keep] != 0))
-    planned = int(attrs.get("iterations", 0) or 0)
-    done, finished = _progress(cd.checkpoint or {}, iters_all, cd.n_committed, planned)
+    done, finished = _progress(cd.checkpoint or {}, iters_all, cd.n_committed, meta.iterations)
     log.debug("%s: %d committed draws, %d used", path, cd.n_committed, len(iters_after[sl]))
     return ChainRead(
-        chain_id=int(attrs["chain_id"]),
+        chain_id=meta.chain_id,
         path=Path(path),
-        attrs=attrs,
+        meta=meta,
         n_committed=cd.n_committed,
         params={name: arr[sl] for name, arr in after.items()},
         iterations=iters_after[sl],
@@ -255,9 +252,9 @@ def check_no_duplicates(chains: Sequence[ChainRead]) -> None:
     """
     seen: dict[tuple[str, object], ChainRead] = {}
     for c in chains:
-        params = np.stack([c.after_burn_params[n] for n in c.attrs["param_names"]])
+        params = np.stack([c.after_burn_params[n] for n in c.meta.param_names])
         keys = [
-            ("chain", (str(c.attrs["config_sha256"]), int(c.attrs["chain_id"]))),
+            ("chain", (c.meta.config_sha256, c.chain_id)),
             ("draws", hashlib.sha256(params.tobytes()).hexdigest() if params.size else None),
         ]
         for kind, key in keys:
@@ -266,7 +263,7 @@ def check_no_duplicates(chains: Sequence[ChainRead]) -> None:
             first = seen.setdefault((kind, key), c)
             if first is not c:
                 what = (
-                    f"chain {c.attrs['chain_id']} of the same config"
+                    f"chain {c.chain_id} of the same config"
                     if kind == "chain"
                     else "the same draws"
                 )
@@ -280,7 +277,7 @@ def check_same_config(chains: Sequence[ChainRead]) -> None:
     """Refuse chains of different configs or parameters (``StorageError`` naming the files)."""
     groups: dict[str, list[str]] = {}
     for c in chains:
-        groups.setdefault(str(c.attrs["config_sha256"]), []).append(c.path.name)
+        groups.setdefault(c.meta.config_sha256, []).append(c.path.name)
     if len(groups) > 1:
         parts = "; ".join(
             f"config sha256 {sha} in {', '.join(names)}" for sha, names in groups.items()
@@ -290,7 +287,7 @@ def check_same_config(chains: Sequence[ChainRead]) -> None:
             "directory must hold the chains of one config: move the foreign chain files into "
             "their own run directory"
         )
-    params = {tuple(c.attrs["param_names"]) for c in chains}
+    params = {tuple(c.meta.param_names) for c in chains}
     if len(params) > 1:
         raise StorageError(
             f"chain files store different parameters ({' vs '.join(map(str, params))}); they "
@@ -368,7 +365,7 @@ def _run_config(chains: Sequence[ChainRead], run_dir: Path) -> tuple[Any, str | 
     from ..config import config_from_yaml_text
 
     first = chains[0]
-    text = str(first.attrs.get("config_yaml", ""))
+    text = first.meta.config_yaml
     try:
         config = config_from_yaml_text(
             text, base_dir=run_dir, where=f"{first.path} (attribute config_yaml)"
