@@ -48,7 +48,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..vocab import SAMPLER_KINDS
+from ..vocab import DEFAULT_INITIAL_SCALE, SAMPLER_KINDS
 from .block import BlockSampler
 from .state import STATE_SCHEMA, LogDensity, Sampler, SamplerState, StepInfo
 from .tiered import TieredSampler
@@ -73,7 +73,7 @@ def make_sampler(
     dim: int,
     *,
     target_accept: float | None = None,
-    initial_scale: float = 0.1,
+    initial_scale: float = DEFAULT_INITIAL_SCALE,
     **options: Any,
 ) -> Sampler:
     """Build a sampler by name.

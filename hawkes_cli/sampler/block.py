@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ..vocab import DEFAULT_INITIAL_SCALE
 from .adapt import (
     acceptance_probability,
     adapted_log_factor,
@@ -55,7 +56,7 @@ class BlockSampler:
         dim: int,
         *,
         target_accept: float = 0.234,
-        initial_scale: float = 0.1,
+        initial_scale: float = DEFAULT_INITIAL_SCALE,
         adapt_start: int = 100,
         eps: float = 1e-10,
     ) -> None:

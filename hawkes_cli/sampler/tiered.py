@@ -9,6 +9,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from ..vocab import DEFAULT_INITIAL_SCALE, DEFAULT_JUMP_PROB, DEFAULT_N_CHEAP, DEFAULT_N_EXPENSIVE
 from .adapt import (
     acceptance_probability,
     adapted_log_factor,
@@ -251,13 +252,13 @@ class TieredSampler:
         dim: int,
         *,
         cheap: Sequence[int] = (0, 1, 2),
-        n_cheap: int = 10,
-        n_expensive: int = 1,
+        n_cheap: int = DEFAULT_N_CHEAP,
+        n_expensive: int = DEFAULT_N_EXPENSIVE,
         target_accept: float | None = None,
         cheap_target_accept: float | None = None,
-        initial_scale: float = 0.1,
+        initial_scale: float = DEFAULT_INITIAL_SCALE,
         expensive_move: str = "coupled",
-        jump_prob: float = 0.2,
+        jump_prob: float = DEFAULT_JUMP_PROB,
         jump_index: int | None = 1,
         jump_range: tuple[float, float] | None = (1.0, 6.0),
         jump_vectors: Sequence[Sequence[float]] = (),

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ..vocab import DEFAULT_INITIAL_SCALE
 from .moves import check_common, check_init, check_state, mh_accept
 from .state import LogDensity, SamplerState, StepInfo
 
@@ -38,7 +39,7 @@ class UnivariateSampler:
         *,
         target_accept: float = 0.44,
         adapt_every: int = 10,
-        initial_scale: float = 0.1,
+        initial_scale: float = DEFAULT_INITIAL_SCALE,
     ) -> None:
         check_common(dim, target_accept, initial_scale)
         if int(adapt_every) != adapt_every or adapt_every < 1:
