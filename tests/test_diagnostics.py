@@ -691,6 +691,20 @@ def test_netcdf_round_trip(small_report, tmp_path):
         idata.warmup_sample_stats["iteration"].values[2], np.arange(WARMUP)
     )
     assert "tau_t_weeks" not in idata.warmup_sample_stats
+    assert "tau_t_weeks" not in idata.posterior  # a unit copy, not a quantity of its own
+    assert idata.posterior["xi0_frac"].attrs["kind"] == "derived"
+    assert idata.posterior["xi0"].attrs["kind"] == "parameter"
+    # what an ArviZ user runs first: a summary of the posterior group and a trace plot
+    summary = az.summary(idata)
+    assert {*PARAMS, "xi0_frac", "lengthscale_23009"} == set(summary.index)
+    want = np.mean(post_warmup_matrix(chains, "xi0"))  # az.summary rounds to 3 decimals
+    assert summary.loc["xi0", "mean"] == pytest.approx(want, abs=1e-3)
+    import matplotlib
+
+    matplotlib.use("Agg")
+    axes = az.plot_trace(idata, var_names=list(PARAMS))
+    assert axes.shape == (len(PARAMS), 2)
+    matplotlib.pyplot.close("all")
     if "acceptance_rate" in idata.sample_stats:  # chain files with n_accepted, n_proposals
         rate = idata.sample_stats["acceptance_rate"].values
         assert np.all((rate >= 0) & (rate <= 1))

@@ -209,9 +209,11 @@ def to_inference_data(
     Returns
     -------
     arviz.InferenceData
-        ``posterior``: every parameter and derived quantity, dims ``(chain, draw)``, the chain
+        ``posterior``: every parameter and derived quantity (``xi0_frac``, county lengthscales;
+        attribute ``kind``: ``parameter`` or ``derived``), dims ``(chain, draw)``, the chain
         coordinate holding the chain ids; chains are cut to the common prefix (arviz needs equal
-        lengths). ``sample_stats``: ``lp`` (log posterior), ``loglik``, ``logprior``,
+        lengths). A parameter in another unit (``tau_t_weeks``) is not a quantity of its own
+        and is left out. ``sample_stats``: ``lp`` (log posterior), ``loglik``, ``logprior``,
         ``accepted`` (any move accepted), ``acceptance_rate`` (moves accepted / proposed in the
         iteration) and ``iteration`` where the chain files have them. ``warmup_posterior`` and
         ``warmup_sample_stats``: the same for the warm-up draws (when the retained draws are
@@ -226,8 +228,10 @@ def to_inference_data(
     attrs = _attrs(draws, opts)
     warmup = _warmup(draws, opts)
     observed = _observed(draws)
+    copies = {n for n, (param, _) in draws.scale_of.items() if draws.labels[n] == param}
+    names = [name for name in draws.variables if name not in copies]
     idata = az.from_dict(
-        posterior={name: draws.matrix(name) for name in draws.variables},
+        posterior={name: draws.matrix(name) for name in names},
         sample_stats=_sample_stats(draws),
         observed_data=observed or None,
         dims={name: ["event"] for name in observed},
@@ -238,9 +242,12 @@ def to_inference_data(
     )
     for group in idata.groups():
         idata[group].attrs.update(attrs)
-    for name in draws.variables:
+    for name in names:
         idata.posterior[name].attrs["units"] = draws.units[name]
         idata.posterior[name].attrs["label"] = draws.labels[name]
+        idata.posterior[name].attrs["kind"] = (
+            "parameter" if name in draws.param_names else "derived"
+        )
     return idata
 
 
