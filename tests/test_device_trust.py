@@ -18,6 +18,7 @@ from hawkes_cli.engine.base import Likelihood, TimeStructure
 from hawkes_cli.engine.device import Device, DeviceEvents
 from hawkes_cli.engine.opencl import OpenCLBackend
 from hawkes_cli.engine.reference import ReferenceBackend
+from hawkes_cli.engine.rowcheck import SELF_CHECK_ROWS
 from hawkes_cli.engine.selfcheck import (
     CHECK_AREA,
     CHECK_KAPPA,
@@ -27,7 +28,7 @@ from hawkes_cli.engine.selfcheck import (
     check_device,
     check_events,
 )
-from hawkes_cli.engine.truncated import SELF_CHECK_ROWS, TruncatedBackend
+from hawkes_cli.engine.truncated import TruncatedBackend
 from hawkes_cli.errors import DeviceError
 
 pytestmark = pytest.mark.opencl
@@ -180,10 +181,10 @@ def test_no_kernel_reads_memory_it_did_not_write(model, precision, monkeypatch):
 def test_check_data_uses_every_path_of_the_row_block_kernel():
     tr = _backend("truncated", 2, "float64")
     tr.trigger_bounded(P.sigma_x, P.sigma_t)
-    index, b = tr._build_index(P.sigma_x)
-    assert tr.n - index.expanded[1] > 300  # expansion boxes
+    di = tr._build_index(P.sigma_x)
+    assert tr.n - di.index.expanded[1] > 300  # expansion boxes
     assert np.count_nonzero(tr._ring_host) > 100  # ring cells
-    assert tr._blocks(index, b, P.sigma_x, P.sigma_t).count > 100  # several row blocks
+    assert tr._blocks(di, P.sigma_x, P.sigma_t).count > 100  # several row blocks
 
 
 # --------------------------------------------------------------------------- devices --check

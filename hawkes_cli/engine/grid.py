@@ -28,6 +28,8 @@ KEY_STRIDE = 4194304
 BLOCK_ROWS = 16
 #: Smallest per-level cut-off exponent (:func:`level_kappas`).
 KAPPA_FLOOR = 1.0
+#: Largest cut-off exponent: ``exp(-740)`` underflows, so beyond it nothing more can be gained.
+KAPPA_MAX = 740.0
 #: Resolution per dimension of the grid that tells which levels are near a row block
 #: (:func:`block_levels`).
 PRESENCE_CELLS = 512

@@ -7,7 +7,7 @@ all of them are used) and compares every row with the numpy float64 reference
 (:class:`~hawkes_cli.engine.reference.ReferenceBackend`). A user on a new cluster learns in a
 minute whether its GPU computes what the CPU does; the truncated engine also checks a sample
 of rows on its device whenever its cut-off or grid changes
-(:meth:`~hawkes_cli.engine.truncated.TruncatedBackend.self_check`).
+(:class:`~hawkes_cli.engine.rowcheck.RowCheck`).
 """
 
 from __future__ import annotations
