@@ -276,6 +276,45 @@ def test_a_device_that_cannot_build_kernels_is_skipped_with_the_remedy(monkeypat
         kernels.select_device()
 
 
+def test_a_slurm_ranks_device_is_the_one_its_likelihood_drives(monkeypatch, tmp_path):
+    """The device is chosen once: the one a Slurm rank chose and checked against its node's
+    other ranks (slurm.devices) is the one its chain's likelihood drives (engine), also where
+    the slot is not the local rank: a runtime that ignores CUDA_VISIBLE_DEVICES=4,5,6,7 lists
+    all 8 GPUs, so local rank 1 takes GPU 5."""
+    from types import SimpleNamespace
+
+    from hawkes_cli.config import config_from_mapping
+    from hawkes_cli.data import EventData
+    from hawkes_cli.engine import build_likelihood
+    from hawkes_cli.parallel import SerialComm
+    from hawkes_cli.slurm.devices import choose_device
+    from hawkes_cli.slurm.ranks import _chain_comm
+
+    real = kernels.select_device("cpu")[1]  # every fake GPU runs on the PoCL device
+    gpus = [(kernels.DeviceInfo(0, i, "CUDA", f"G{i}", "gpu", 1, 1, True), real) for i in range(8)]
+    monkeypatch.setattr(kernels, "_all_devices", lambda: gpus)
+    monkeypatch.setattr(kernels, "build_problem", lambda info, dev: None)
+    monkeypatch.delenv(kernels.DEVICE_ENV, raising=False)
+    monkeypatch.setattr(device_mod, "_CHOSEN", {})  # nothing chosen yet in this process
+    calls = []
+    select = kernels.select_device
+    monkeypatch.setattr(kernels, "select_device", lambda *a: calls.append(a) or select(*a))
+    engine = {"backend": "opencl", "device": None, "precision": "float64", "tolerance": 0.0}
+    config = config_from_mapping(
+        {"data": {"events": "e.h5"}, "engine": engine}, base_dir=tmp_path, where="t.yaml"
+    )
+    env = {"CUDA_VISIBLE_DEVICES": "4,5,6,7"}
+    choice = choose_device(config, rank=1, chain=0, chain_rank=0, local_rank=1, env=env)
+    assert (choice.ident, choice.visible_id, choice.slot) == ("0:5", "5", 5)
+    plan, slot = SimpleNamespace(gpus_per_chain=1), SimpleNamespace(chain=0, chain_rank=0)
+    comm = _chain_comm(SerialComm(), plan, slot, choice)  # as slurm.ranks pins the slot
+    t, x, y, _ = check_events(300)
+    data = EventData(time=t, x=x, y=y, density=None, source="test")
+    lik = build_likelihood(data, config.engine, model=1, area=CHECK_AREA, comm=comm)
+    assert lik.backend.events.device.info.ident == choice.ident
+    assert len(calls) == 1  # chosen once, by the engine's chooser
+
+
 def test_the_chosen_device_builds_the_probe_kernel():
     """The real device the suite runs on passes the probe (a probe that rejects a working
     device would leave every user without one)."""

@@ -201,8 +201,10 @@ def test_make_likelihood_selects_the_device_once(monkeypatch, tolerance):
     exact one for B), all on one queue and one upload of the events."""
     from hawkes_cli import kernels
     from hawkes_cli.data import EventData
+    from hawkes_cli.engine import device as device_mod
     from hawkes_cli.engine import make_likelihood
 
+    monkeypatch.setattr(device_mod, "_CHOSEN", {})  # nothing chosen yet in this process
     calls = []
     real_select = kernels.select_device
     monkeypatch.setattr(
@@ -216,6 +218,8 @@ def test_make_likelihood_selects_the_device_once(monkeypatch, tolerance):
     if tolerance > 0:
         assert backend.exact.events is backend.events
     assert backend.queue is backend.events.device.queue
+    again = make_likelihood(data, model=2, area=AREA, precision="float64", tolerance=tolerance)
+    assert len(calls) == 1 and again.backend.events.device is backend.events.device
 
 
 def test_compiler_output_is_kept_off_the_terminal_and_logged(capfd, caplog):
