@@ -122,6 +122,25 @@ def _padded(values: np.ndarray, dtype: Any) -> np.ndarray:
     return out
 
 
+def _cell_offsets(
+    index: GridIndex, x: np.ndarray, y: np.ndarray, origin: tuple[float, float]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per source in ``index``'s sorted order: the cell size of its level, its coordinates
+    relative to the corner of its cell (in its level's grid) and its 4 x 4 sub-cell
+    ``4 qx + qy`` (uint8)."""
+    o = index.order
+    lev = index.level[o]
+    h, ih = index.h[lev], index.inv_h[lev]
+    xs, ys = x[o], y[o]
+    x0, y0 = origin
+    cx = np.floor((xs - x0) * ih)
+    cy = np.floor((ys - y0) * ih)
+    rx, ry = xs - (x0 + cx * h), ys - (y0 + cy * h)
+    qx = np.clip(np.floor(rx * (4.0 / h)), 0, 3)
+    qy = np.clip(np.floor(ry * (4.0 / h)), 0, 3)
+    return h, rx, ry, (4 * qx + qy).astype(np.uint8)
+
+
 def upload_index(
     events: DeviceEvents,
     index: GridIndex,
@@ -153,17 +172,7 @@ def upload_index(
     up, real = events.upload, events.real
     o = index.order
     w = weight[o]
-    # coordinates relative to the corner of the source's cell (in its level's grid), and
-    # its 4 x 4 sub-cell
-    lev = index.level[o]
-    h, ih = index.h[lev], index.inv_h[lev]
-    xs, ys = x[o], y[o]
-    x0, y0 = origin
-    cx = np.floor((xs - x0) * ih)
-    cy = np.floor((ys - y0) * ih)
-    rx, ry = xs - (x0 + cx * h), ys - (y0 + cy * h)
-    qx = np.clip(np.floor(rx * (4.0 / h)), 0, 3)
-    qy = np.clip(np.floor(ry * (4.0 / h)), 0, 3)
+    h, rx, ry, sq = _cell_offsets(index, x, y, origin)
     # expansion sources (sorted last): offsets from their box's centre over half the box
     mc0, mk0 = index.expanded
     half = 0.5 * h[mk0:]
@@ -184,7 +193,7 @@ def upload_index(
         sw=up(_padded(w, real)),
         std=up(t),
         swd=up(w),
-        sq=up((4 * qx + qy).astype(np.uint8)),
+        sq=up(sq),
         ckey=up(index.cell_key.astype(np.int64)),
         cbeg=up(index.cell_begin),
         # the smallest and largest density (model 1: weight 1) of each cell's sources;
