@@ -381,7 +381,7 @@ def kernel_signatures() -> dict[str, tuple[tuple[str, str], ...]]:
 
     from hawkes_cli import kernels
 
-    text = "\n".join((kernels.kernel_dir() / f).read_text() for f in kernels.program_files(True))
+    text = kernels.program_source(truncated=True)
     text = re.sub(r"/\*.*?\*/", " ", text.replace("\\\n", " "), flags=re.S)
     found = {}
     for m in re.finditer(r"^__kernel\s+void\s+(\w+)\s*\(([^)]*)\)", text, re.M):

@@ -590,7 +590,7 @@ def truncated_row_cost(
     """Work of each row of the truncated trigger at these lengthscales, shape (N,), float64:
     sources visited plus the per-row overhead of the cell searches (host only, no OpenCL).
 
-    Used to balance the MPI row split (:func:`hawkes_cli.engine.make_likelihood`), at the
+    Used to balance the MPI row split (:func:`hawkes_cli.engine.build_likelihood`), at the
     starting cut-off of ``tolerance``; ``times`` is the tie structure of ``time`` when already
     built.
     """
