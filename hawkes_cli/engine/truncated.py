@@ -129,7 +129,7 @@ from .rowcheck import RowCheck
 
 log = logging.getLogger(__name__)
 
-__all__ = ["DEFAULT_TOLERANCE", "TruncatedBackend", "initial_kappa"]
+__all__ = ["TruncatedBackend"]
 
 _TIGHTEN_MARGIN = 0.25  # kappa added beyond the bound's exp(-kappa) prediction
 _SAFETY = 1.0 + 1e-8  # rounding of the bound's own arithmetic (prefix sums, exp)
