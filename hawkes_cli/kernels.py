@@ -292,6 +292,12 @@ def list_devices() -> list[DeviceInfo]:
     return [info for info, _ in _all_devices()]
 
 
+def device_spec(spec: str | None) -> str | None:
+    """The device spec a choice follows: ``spec``, else ``$HAWKES_OPENCL_DEVICE`` when set and
+    not empty, else None (automatic)."""
+    return spec if spec is not None else os.environ.get(DEVICE_ENV) or None
+
+
 def select_device(spec: str | None = None, local_rank: int = 0) -> tuple[DeviceInfo, Any]:
     """Choose the OpenCL device this process drives.
 
@@ -317,7 +323,7 @@ def select_device(spec: str | None = None, local_rank: int = 0) -> tuple[DeviceI
     DeviceError
         No device at all, or none matching ``spec`` (the message lists what exists).
     """
-    spec = spec if spec is not None else os.environ.get(DEVICE_ENV) or None
+    spec = device_spec(spec)
     devices = _all_devices()
     if not devices:
         raise DeviceError(

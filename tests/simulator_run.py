@@ -87,14 +87,13 @@ def run(
             run_out["b"] = b.tolist()
         else:
             e, omega = be.trigger_bounded(p.sigma_x, p.sigma_t)
-            index = be._build_index(p.sigma_x)[0]
+            di = be._build_index(p.sigma_x)
             run_out["worst"] = _truncated_excess(e, omega, e0, r)
             run_out["check_failure"] = be.check_failure
             run_out["omega"] = omega.tolist()
-            run_out["expanded_sources"] = int(t.size - index.expanded[1])
+            run_out["expanded_sources"] = int(t.size - di.index.expanded[1])
             run_out["ring_rows"] = int(np.count_nonzero(be._ring_host))
-            blocks = be._blocks(index, be._index_cache[next(reversed(be._index_cache))][1],
-                                p.sigma_x, p.sigma_t)  # fmt: skip
+            blocks = be._blocks(di, p.sigma_x, p.sigma_t)
             run_out["blocks"] = int(blocks.count)
             run_out["path"] = be.trigger_path
         run_out["e"] = e.tolist()

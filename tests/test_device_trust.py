@@ -18,6 +18,7 @@ from hawkes_cli.engine.base import Likelihood, TimeStructure
 from hawkes_cli.engine.device import Device, DeviceEvents
 from hawkes_cli.engine.opencl import OpenCLBackend
 from hawkes_cli.engine.reference import ReferenceBackend
+from hawkes_cli.engine.rowcheck import SELF_CHECK_ROWS
 from hawkes_cli.engine.selfcheck import (
     CHECK_AREA,
     CHECK_KAPPA,
@@ -27,7 +28,7 @@ from hawkes_cli.engine.selfcheck import (
     check_device,
     check_events,
 )
-from hawkes_cli.engine.truncated import SELF_CHECK_ROWS, TruncatedBackend
+from hawkes_cli.engine.truncated import TruncatedBackend
 from hawkes_cli.errors import DeviceError
 
 pytestmark = pytest.mark.opencl
@@ -180,10 +181,10 @@ def test_no_kernel_reads_memory_it_did_not_write(model, precision, monkeypatch):
 def test_check_data_uses_every_path_of_the_row_block_kernel():
     tr = _backend("truncated", 2, "float64")
     tr.trigger_bounded(P.sigma_x, P.sigma_t)
-    index, b = tr._build_index(P.sigma_x)
-    assert tr.n - index.expanded[1] > 300  # expansion boxes
+    di = tr._build_index(P.sigma_x)
+    assert tr.n - di.index.expanded[1] > 300  # expansion boxes
     assert np.count_nonzero(tr._ring_host) > 100  # ring cells
-    assert tr._blocks(index, b, P.sigma_x, P.sigma_t).count > 100  # several row blocks
+    assert tr._blocks(di, P.sigma_x, P.sigma_t).count > 100  # several row blocks
 
 
 # --------------------------------------------------------------------------- devices --check
@@ -273,6 +274,45 @@ def test_a_device_that_cannot_build_kernels_is_skipped_with_the_remedy(monkeypat
         DeviceError, match=r"can build kernels.*unknown target CPU.*pocl-opencl-icd"
     ):
         kernels.select_device()
+
+
+def test_a_slurm_ranks_device_is_the_one_its_likelihood_drives(monkeypatch, tmp_path):
+    """The device is chosen once: the one a Slurm rank chose and checked against its node's
+    other ranks (slurm.devices) is the one its chain's likelihood drives (engine), also where
+    the slot is not the local rank: a runtime that ignores CUDA_VISIBLE_DEVICES=4,5,6,7 lists
+    all 8 GPUs, so local rank 1 takes GPU 5."""
+    from types import SimpleNamespace
+
+    from hawkes_cli.config import config_from_mapping
+    from hawkes_cli.data import EventData
+    from hawkes_cli.engine import build_likelihood
+    from hawkes_cli.parallel import SerialComm
+    from hawkes_cli.slurm.devices import choose_device
+    from hawkes_cli.slurm.ranks import _chain_comm
+
+    real = kernels.select_device("cpu")[1]  # every fake GPU runs on the PoCL device
+    gpus = [(kernels.DeviceInfo(0, i, "CUDA", f"G{i}", "gpu", 1, 1, True), real) for i in range(8)]
+    monkeypatch.setattr(kernels, "_all_devices", lambda: gpus)
+    monkeypatch.setattr(kernels, "build_problem", lambda info, dev: None)
+    monkeypatch.delenv(kernels.DEVICE_ENV, raising=False)
+    monkeypatch.setattr(device_mod, "_CHOSEN", {})  # nothing chosen yet in this process
+    calls = []
+    select = kernels.select_device
+    monkeypatch.setattr(kernels, "select_device", lambda *a: calls.append(a) or select(*a))
+    engine = {"backend": "opencl", "device": None, "precision": "float64", "tolerance": 0.0}
+    config = config_from_mapping(
+        {"data": {"events": "e.h5"}, "engine": engine}, base_dir=tmp_path, where="t.yaml"
+    )
+    env = {"CUDA_VISIBLE_DEVICES": "4,5,6,7"}
+    choice = choose_device(config, rank=1, chain=0, chain_rank=0, local_rank=1, env=env)
+    assert (choice.ident, choice.visible_id, choice.slot) == ("0:5", "5", 5)
+    plan, slot = SimpleNamespace(gpus_per_chain=1), SimpleNamespace(chain=0, chain_rank=0)
+    comm = _chain_comm(SerialComm(), plan, slot, choice)  # as slurm.ranks pins the slot
+    t, x, y, _ = check_events(300)
+    data = EventData(time=t, x=x, y=y, density=None, source="test")
+    lik = build_likelihood(data, config.engine, model=1, area=CHECK_AREA, comm=comm)
+    assert lik.backend.events.device.info.ident == choice.ident
+    assert len(calls) == 1  # chosen once, by the engine's chooser
 
 
 def test_the_chosen_device_builds_the_probe_kernel():

@@ -201,8 +201,10 @@ def test_make_likelihood_selects_the_device_once(monkeypatch, tolerance):
     exact one for B), all on one queue and one upload of the events."""
     from hawkes_cli import kernels
     from hawkes_cli.data import EventData
+    from hawkes_cli.engine import device as device_mod
     from hawkes_cli.engine import make_likelihood
 
+    monkeypatch.setattr(device_mod, "_CHOSEN", {})  # nothing chosen yet in this process
     calls = []
     real_select = kernels.select_device
     monkeypatch.setattr(
@@ -216,6 +218,8 @@ def test_make_likelihood_selects_the_device_once(monkeypatch, tolerance):
     if tolerance > 0:
         assert backend.exact.events is backend.events
     assert backend.queue is backend.events.device.queue
+    again = make_likelihood(data, model=2, area=AREA, precision="float64", tolerance=tolerance)
+    assert len(calls) == 1 and again.backend.events.device is backend.events.device
 
 
 def test_compiler_output_is_kept_off_the_terminal_and_logged(capfd, caplog):
@@ -350,3 +354,90 @@ def test_distinct_time_sums_match_the_pair_sum_on_and_off_the_day_grid():
             want = terms @ c
             got = distinct_time_sums(tu, c, tau_t, 7, tu.size - 5)
             np.testing.assert_allclose(got, want[7:-5], rtol=1e-13, atol=0.0)
+
+
+# --------------------------------------------------------------------------- kernel arguments
+_C_KINDS = {"const int": "int", "const double": "float", "const real": "Real"}
+
+
+def _parameters(params: str) -> tuple[tuple[str, str], ...]:
+    """``(name, kind)`` of each parameter of a kernel signature: a ``__global`` pointer is a
+    ``Buffer``, scalars by :data:`_C_KINDS`."""
+    out = []
+    for part in params.split(","):
+        words = part.replace("*", " * ").split()
+        name = words[-1]
+        if words[0] == "__global" and "*" in words:
+            out.append((name, "Buffer"))
+        else:
+            out.append((name, _C_KINDS[" ".join(words[:-1])]))
+    return tuple(out)
+
+
+def kernel_signatures() -> dict[str, tuple[tuple[str, str], ...]]:
+    """Every ``__kernel`` in ``kernels/*.cl`` (those a macro defines under each name it is
+    instantiated with) and its parameters, parsed from the source."""
+    import re
+
+    from hawkes_cli import kernels
+
+    text = kernels.program_source(truncated=True)
+    text = re.sub(r"/\*.*?\*/", " ", text.replace("\\\n", " "), flags=re.S)
+    found = {}
+    for m in re.finditer(r"^__kernel\s+void\s+(\w+)\s*\(([^)]*)\)", text, re.M):
+        found[m[1]] = _parameters(m[2])
+    macro = r"^#define\s+(\w+)\((\w+)[^)]*\)\s*__kernel\s+void\s+(\w+)\s*\(([^)]*)\)"
+    for m in re.finditer(macro, text, re.M):
+        assert m[2] == m[3], f"macro {m[1]} names its kernel by its first argument"
+        for name in re.findall(rf"^{m[1]}\((\w+)\s*,", text, re.M):
+            found[name] = _parameters(m[4])
+    return found
+
+
+def test_every_kernel_has_its_argument_record_in_kernel_order():
+    """The launch records (engine.launch) are the kernels' signatures: same names, same
+    order, same kinds, for every kernel in the sources and no other."""
+    from hawkes_cli.engine.launch import KERNEL_ARGS, argument_kinds
+
+    signatures = kernel_signatures()
+    assert len(signatures) == 11  # the parse found every kernel (6 through macros)
+    assert set(signatures) == set(KERNEL_ARGS)
+    for name, params in signatures.items():
+        assert argument_kinds(KERNEL_ARGS[name]) == params, name
+
+
+def _truncated_program():
+    """The float64 truncated program (both sources) on the PoCL CPU device."""
+    from hawkes_cli import kernels
+    from hawkes_cli.engine.device import Device
+
+    return kernels.build_program(Device.select("cpu").context, "float64", truncated=True)
+
+
+def test_argument_records_match_the_built_program():
+    """What the device compiled: the same kernel names, each taking as many arguments as its
+    record has fields; and a kernel takes no other kernel's record."""
+    import dataclasses
+
+    import pyopencl as cl
+
+    from hawkes_cli.engine.device import Device
+    from hawkes_cli.engine.launch import KERNEL_ARGS, PrefixArgs, kernel
+
+    prog = _truncated_program()
+    assert set(prog.kernel_names.split(";")) == set(KERNEL_ARGS)
+    for name, record in KERNEL_ARGS.items():
+        count = cl.Kernel(prog, name).get_info(cl.kernel_info.NUM_ARGS)
+        assert count == len(dataclasses.fields(record)), name
+    blocks = kernel(prog, "truncated_blocks")
+    args = PrefixArgs(*[None] * len(dataclasses.fields(PrefixArgs)))
+    with pytest.raises(TypeError, match="takes BlocksArgs, got PrefixArgs"):
+        blocks(Device.select("cpu").queue, (1,), None, args)
+
+
+def test_int_and_float_arguments_reach_the_kernel_as_int32_and_float64():
+    from hawkes_cli.engine.launch import PrefixArgs
+
+    values = PrefixArgs("st", "sw", "cbeg", 7, 1, 0.5, True, "pre").values()
+    assert values == ("st", "sw", "cbeg", 7, 1.0, 0.5, 1, "pre")
+    assert [type(v) for v in values[3:7]] == [np.int32, np.float64, np.float64, np.int32]

@@ -7,6 +7,7 @@ The tests do not depend on the value of :data:`~hawkes_cli.vocab.DEFAULT_TOLERAN
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import math
@@ -116,6 +117,32 @@ def test_make_likelihood_takes_nats():
     # no upper limit: nats are not a fraction of |loglik| (the reference engine is exact)
     lik = make_likelihood(data, model=1, area=1.0, engine="reference", tolerance=5.0)
     assert math.isfinite(lik.loglik(P))
+
+
+@pytest.mark.opencl
+def test_the_engine_section_reaches_the_backend_as_one_record(tmp_path):
+    """build_likelihood takes the config's engine section as it is (no keywords on the way):
+    its tolerance, precision and background are the backend's; the reference ignores them."""
+    from hawkes_cli.engine import build_likelihood
+    from hawkes_cli.engine.truncated import TruncatedBackend
+
+    rng = np.random.default_rng(4)
+    t = np.sort(np.floor(rng.uniform(0, 50, 200)))
+    data = EventData(time=t, x=rng.uniform(0, 3, 200), y=rng.uniform(0, 3, 200))
+    text = "data: {events: e.h5}\nengine: {precision: float64, tolerance: 0.25, background: pairs}"
+    engine = config_from_yaml_text(text, base_dir=tmp_path, where="t.yaml").engine
+    lik = build_likelihood(data, engine, model=1, area=9.0)
+    assert isinstance(lik.backend, TruncatedBackend)
+    assert lik.backend.tolerance == 0.25 and lik.backend.precision == "float64"
+    assert lik.backend.exact.background_mode == "pairs"
+    same = make_likelihood(data, model=1, area=9.0, precision="float64", tolerance=0.25,
+                           background="pairs")  # fmt: skip
+    assert same.loglik(P) == lik.loglik(P)
+    reference = build_likelihood(data, dataclasses.replace(engine, backend="reference"),
+                                 model=1, area=9.0)  # fmt: skip
+    assert type(reference.backend).__name__ == "ReferenceBackend"
+    with pytest.raises(UsageError, match="background must be one of"):
+        build_likelihood(data, dataclasses.replace(engine, background="x"), model=1, area=9.0)
 
 
 # --------------------------------------------------------------------------- the likelihood

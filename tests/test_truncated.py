@@ -469,7 +469,8 @@ def test_only_the_kernels_of_the_model_are_created(model):
     names = set(tr.events.program(truncated=True).kernel_names.split(";"))
     assert not {"truncated_model1", "truncated_model2"} & names
     assert {"truncated_blocks", "truncated_blocks2", "cell_prefix", "cell_prefix16"} <= names
-    assert tr._k_blocks.function_name == ("truncated_blocks" if model == 1 else "truncated_blocks2")
+    want = "truncated_blocks" if model == 1 else "truncated_blocks2"
+    assert tr._k_blocks.handle.function_name == want
 
 
 @pytest.mark.parametrize("model", [1, 2])
@@ -570,7 +571,7 @@ def test_expansion_boxes_within_the_bound(model, precision, monkeypatch):
             "truncated", t, x, y, d, model=model, area=AREA, precision=precision, kappa=12.0
         )
         e, omega = tr.trigger_bounded(p.sigma_x, p.sigma_t)
-        index = tr._build_index(p.sigma_x)[0]
+        index = tr._build_index(p.sigma_x).index
         assert t.size - index.expanded[1] > 1000  # most of the city is in expansion boxes
         assert np.all(omega >= 0)
         assert np.all(e0 - e <= omega + rounding * e0 + 1e-300)

@@ -6,11 +6,15 @@ Modules, imports flowing one way (each uses only those above it):
   :class:`BoundedPairBackend`) and :class:`Likelihood` (numpy);
 - :mod:`.reference`: the float64 numpy backend; :mod:`.grid`: the truncated trigger's host-side
   grid index (numpy);
-- :mod:`.device`: the OpenCL device and the events uploaded to it;
-- :mod:`.opencl`: the exact OpenCL backend; :mod:`.truncated`: the error-bounded one, built on
-  the same uploaded events;
-- this module: :func:`make_likelihood`, which chooses the device and builds the tie structure
-  once and hands them down.
+- :mod:`.device`: the OpenCL device (chosen once per process and slot) and the events uploaded
+  to it; :mod:`.launch`: the kernels' arguments as typed records, one per kernel signature;
+- :mod:`.opencl`: the exact OpenCL backend; :mod:`.grid_upload`: the grid index on the device;
+  :mod:`.calibration`: the truncated trigger's starting cut-off; :mod:`.rowcheck`: its check
+  of its own device; :mod:`.truncated`: the error-bounded backend, built on the same uploaded
+  events;
+- this module: :func:`build_likelihood`, which takes the engine settings as one typed record
+  (the config's :class:`~hawkes_cli.config.EngineConfig`), chooses the device and builds the
+  tie structure once and hands them down; :func:`make_likelihood`, its keyword form.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from __future__ import annotations
 import logging
 import math
 
+from ..config import EngineConfig
 from ..data import EventData
 from ..errors import UsageError
 from ..parallel import Comm, SerialComm, local_rank, partition_rows
@@ -41,8 +46,71 @@ __all__ = [
     "Likelihood",
     "PairBackend",
     "TimeStructure",
+    "build_likelihood",
     "make_likelihood",
 ]
+
+
+def build_likelihood(
+    data: EventData,
+    settings: EngineConfig,
+    *,
+    model: int,
+    area: float,
+    comm: Comm | None = None,
+    window_end: float | None = None,
+    balance: tuple[float, float] | None = None,
+) -> Likelihood:
+    """The log-likelihood of ``data`` for this rank of ``comm``, on the engine of ``settings``.
+
+    Rows are split into ``comm.size`` contiguous blocks balanced by pair work
+    (:meth:`TimeStructure.row_cost`); this rank evaluates its block and the partial sums are
+    reduced in float64. The tie structure of the times is built once here and the OpenCL
+    device chosen once (for this rank: :meth:`.device.Device.select` with the rank's slot on
+    its node, :func:`hawkes_cli.parallel.local_rank`), then handed to the backend and the
+    likelihood.
+
+    Parameters
+    ----------
+    data
+        Events sorted by time (see :mod:`hawkes_cli.data`).
+    settings
+        The engine section (:class:`~hawkes_cli.config.EngineConfig`): ``backend``
+        (``"opencl"`` or ``"reference"``, numpy float64), ``precision`` of the OpenCL pair
+        terms, OpenCL ``device`` spec (:func:`hawkes_cli.kernels.select_device`),
+        ``tolerance`` in nats (0: the exact pair sum; ``T >=``
+        :data:`~hawkes_cli.vocab.MIN_TOLERANCE` guarantees ``|ell~ - ell| <= T`` for every
+        evaluation, :mod:`hawkes_cli.engine.truncated`; see :attr:`Likelihood.adapt_cutoff`
+        for when the cut-off may change) and ``background`` (``"auto"``: once per distinct
+        time; ``"pairs"``: the plain pair sum). The reference engine is always the exact
+        float64 pair sum and ignores all but ``backend``.
+    model
+        1 or 2 (model 2 needs ``data.density``).
+    area
+        Study-region area in coordinate units squared (> 0).
+    comm
+        The chain's communicator (default: serial).
+    window_end
+        End ``T`` of the observation window (default: the last event time).
+    balance
+        ``(sigma_x, sigma_t)`` at which to estimate the truncated work per row when splitting
+        rows over ranks (``tolerance > 0`` and ``comm.size > 1``; e.g. the initial values);
+        default: the exact pair-term counts.
+
+    Raises
+    ------
+    hawkes_cli.errors.UsageError
+        An invalid choice or value.
+    hawkes_cli.errors.DeviceError
+        No usable OpenCL device (``backend="opencl"``).
+    """
+    comm = comm or SerialComm()
+    _check(data, settings, model=model, area=area, window_end=window_end)
+    ts = TimeStructure.from_times(data.time)
+    rows = _rows(data, ts, settings, model=model, comm=comm, balance=balance)
+    backend = _pair_backend(data, ts, settings, model=model, area=area, rows=rows, comm=comm)
+    log.info("rank %d/%d: rows %d..%d of %d", comm.rank, comm.size, *rows, data.n)
+    return Likelihood(backend, data.time, window_end=window_end, comm=comm, times=ts)
 
 
 def make_likelihood(
@@ -59,61 +127,33 @@ def make_likelihood(
     balance: tuple[float, float] | None = None,
     background: str = DEFAULT_BACKGROUND,
 ) -> Likelihood:
-    """The log-likelihood of ``data`` for this rank of ``comm``.
+    """:func:`build_likelihood` with the engine settings as keywords (``engine`` is the
+    section's ``backend``), for ``hawkes-run loglik`` and tests; ``tolerance`` defaults to
+    :data:`~hawkes_cli.vocab.EXACT_TOLERANCE` (the exact pair sum) here, where an MCMC run's
+    config defaults to :data:`~hawkes_cli.vocab.DEFAULT_TOLERANCE`."""
+    settings = EngineConfig(
+        backend=engine,
+        precision=precision,
+        device=device,
+        tolerance=tolerance,
+        background=background,
+    )
+    return build_likelihood(
+        data, settings, model=model, area=area, comm=comm, window_end=window_end, balance=balance
+    )
 
-    Rows are split into ``comm.size`` contiguous blocks balanced by pair work
-    (:meth:`TimeStructure.row_cost`); this rank evaluates its block and the partial sums are
-    reduced in float64. The tie structure of the times is built once here and the OpenCL
-    device chosen once (for this rank), then handed to the backend and the likelihood.
 
-    Parameters
-    ----------
-    data
-        Events sorted by time (see :mod:`hawkes_cli.data`).
-    model
-        1 or 2 (model 2 needs ``data.density``).
-    area
-        Study-region area in coordinate units squared (> 0).
-    engine
-        One of :data:`hawkes_cli.vocab.ENGINES`: ``"opencl"`` (default) or ``"reference"``
-        (numpy float64).
-    precision
-        One of :data:`hawkes_cli.vocab.PRECISIONS`, ``"float32"`` (default) or ``"float64"``
-        (OpenCL only; the reference is always float64).
-    comm
-        The chain's communicator (default: serial).
-    device
-        OpenCL device spec (see :func:`hawkes_cli.kernels.select_device`).
-    window_end
-        End ``T`` of the observation window (default: the last event time).
-    tolerance
-        Bound on the log-likelihood error from truncating the trigger, in nats (absolute;
-        :mod:`hawkes_cli.engine.truncated`): :data:`~hawkes_cli.vocab.EXACT_TOLERANCE` (0,
-        the default here, as for ``hawkes-run loglik``) is the exact pair sum; ``T >=``
-        :data:`~hawkes_cli.vocab.MIN_TOLERANCE` guarantees ``|ell~ - ell| <= T`` for every
-        evaluation (OpenCL only; the reference engine is always exact and ignores it; see
-        :attr:`Likelihood.adapt_cutoff` for when the cut-off may change). MCMC runs pass
-        their config's ``engine.tolerance``, whose default is
-        :data:`~hawkes_cli.vocab.DEFAULT_TOLERANCE`.
-    balance
-        ``(sigma_x, sigma_t)`` at which to estimate the truncated work per row when splitting
-        rows over ranks (``tolerance > 0`` and ``comm.size > 1``; e.g. the initial values);
-        default: the exact pair-term counts.
-    background
-        ``"auto"`` (default; once per distinct time: the day-lattice form) or ``"pairs"``
-        (force the plain pair sum over all events); OpenCL only, the reference is always the
-        pair sum.
-
-    Raises
-    ------
-    hawkes_cli.errors.UsageError
-        An invalid choice or value.
-    hawkes_cli.errors.DeviceError
-        No usable OpenCL device (``engine="opencl"``).
-    """
-    comm = comm or SerialComm()
-    if engine not in ENGINES:
-        raise UsageError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
+def _check(
+    data: EventData,
+    settings: EngineConfig,
+    *,
+    model: int,
+    area: float,
+    window_end: float | None,
+) -> None:
+    """Raise :class:`UsageError` for an invalid engine, area, window, model or engine value."""
+    if settings.backend not in ENGINES:
+        raise UsageError(f"engine must be one of {', '.join(ENGINES)}, got {settings.backend!r}")
     if not (math.isfinite(area) and area > 0):
         raise UsageError(f"area must be finite and > 0 (coordinate units squared), got {area!r}")
     if window_end is not None and not (math.isfinite(window_end) and window_end >= data.time[-1]):
@@ -125,67 +165,92 @@ def make_likelihood(
         raise UsageError(
             f"model 2 needs a 'density' column in {data.source}; add it or use --model 1"
         )
-    problem = tolerance_problem(tolerance, "tolerance")
+    problem = tolerance_problem(settings.tolerance, "tolerance")
     if problem is not None:
         raise UsageError(problem)
-    if background not in BACKGROUNDS:
-        raise UsageError(f"background must be one of {', '.join(BACKGROUNDS)}, got {background!r}")
-    ts = TimeStructure.from_times(data.time)
-    density = data.density if model == 2 else None
-    truncate = engine == "opencl" and tolerance > 0
-    if truncate and balance is not None and comm.size > 1:
+    if settings.background not in BACKGROUNDS:
+        raise UsageError(
+            f"background must be one of {', '.join(BACKGROUNDS)}, got {settings.background!r}"
+        )
+
+
+def _truncates(settings: EngineConfig) -> bool:
+    """Whether ``settings`` choose the truncated trigger (OpenCL, ``tolerance > 0``)."""
+    return settings.backend == "opencl" and settings.tolerance > 0
+
+
+def _rows(
+    data: EventData,
+    ts: TimeStructure,
+    settings: EngineConfig,
+    *,
+    model: int,
+    comm: Comm,
+    balance: tuple[float, float] | None,
+) -> tuple[int, int]:
+    """This rank's rows ``(start, stop)``: contiguous blocks of about equal pair work (the
+    truncated work at ``balance`` when given and there are several ranks)."""
+    if _truncates(settings) and balance is not None and comm.size > 1:
         from .grid import truncated_row_cost
 
         cost = truncated_row_cost(
             data.time,
             data.x,
             data.y,
-            density,
+            data.density if model == 2 else None,
             sigma_x=balance[0],
             sigma_t=balance[1],
-            tolerance=tolerance,
+            tolerance=settings.tolerance,
             times=ts,
         )
         u = ts.unique.size
         cost = cost + u / ts.counts[ts.inverse] + 1.0  # background share, as row_cost
     else:
         cost = ts.row_cost()
-    rows = partition_rows(cost, comm.size)[comm.rank]
-    backend: PairBackend
-    if engine == "reference":
+    return partition_rows(cost, comm.size)[comm.rank]
+
+
+def _pair_backend(
+    data: EventData,
+    ts: TimeStructure,
+    settings: EngineConfig,
+    *,
+    model: int,
+    area: float,
+    rows: tuple[int, int],
+    comm: Comm,
+) -> PairBackend:
+    """The pair-sum backend of ``settings`` for ``rows`` (the reference, or the exact or
+    truncated OpenCL one on this rank's device, the events uploaded once)."""
+    density = data.density if model == 2 else None
+    if settings.backend == "reference":
         from .reference import ReferenceBackend
 
-        backend = ReferenceBackend(
+        return ReferenceBackend(
             data.time, data.x, data.y, density, model=model, area=area, rows=rows, times=ts
         )
-    else:
-        from .device import Device, DeviceEvents
+    from .device import Device, DeviceEvents
 
-        events = DeviceEvents(
-            Device.select(device, local_rank(comm)),
-            data.time,
-            data.x,
-            data.y,
-            density,
-            precision=precision,
-            times=ts,
+    events = DeviceEvents(
+        Device.select(settings.device, local_rank(comm)),
+        data.time,
+        data.x,
+        data.y,
+        density,
+        precision=settings.precision,
+        times=ts,
+    )
+    if _truncates(settings):
+        from .truncated import TruncatedBackend
+
+        return TruncatedBackend(
+            events,
+            model=model,
+            area=area,
+            rows=rows,
+            background=settings.background,
+            tolerance=settings.tolerance,
         )
-        if truncate:
-            from .truncated import TruncatedBackend
+    from .opencl import OpenCLBackend
 
-            backend = TruncatedBackend(
-                events,
-                model=model,
-                area=area,
-                rows=rows,
-                background=background,
-                tolerance=tolerance,
-            )
-        else:
-            from .opencl import OpenCLBackend
-
-            backend = OpenCLBackend(
-                events, model=model, area=area, rows=rows, background=background
-            )
-    log.info("rank %d/%d: rows %d..%d of %d", comm.rank, comm.size, *rows, data.n)
-    return Likelihood(backend, data.time, window_end=window_end, comm=comm, times=ts)
+    return OpenCLBackend(events, model=model, area=area, rows=rows, background=settings.background)

@@ -240,7 +240,7 @@ class Likelihood:
         same parameters (collective).
     times
         The tie structure of ``time``, when already built (as by
-        :func:`~hawkes_cli.engine.make_likelihood`); built here otherwise.
+        :func:`~hawkes_cli.engine.build_likelihood`); built here otherwise.
 
     A backend that subclasses :class:`BoundedPairBackend` has its tolerance checked by
     :meth:`evaluate` and its cut-off kept by :meth:`truncation_state`.

@@ -1,7 +1,8 @@
 """One OpenCL device and the events uploaded to it, shared by the OpenCL backends.
 
-:class:`Device` is the device a likelihood drives, chosen once (:meth:`Device.select`, from
-:func:`hawkes_cli.engine.make_likelihood`) with its context and command queue.
+:class:`Device` is the device a likelihood drives with its context and command queue, chosen
+once per process, spec and slot (:meth:`Device.select`: by the Slurm rank's device check and
+by :func:`hawkes_cli.engine.build_likelihood`, which are handed the same device).
 :class:`DeviceEvents` holds the events uploaded to it at one working precision, with the
 padding the kernels rely on, and builds the programs that read them; the exact backend
 (:mod:`~hawkes_cli.engine.opencl`) and the truncated one (:mod:`~hawkes_cli.engine.truncated`)
@@ -52,6 +53,10 @@ def launch_size(rows: int, work_group: int | None) -> tuple[int, tuple[int] | No
     return max(-(-rows // work_group) * work_group, work_group), (work_group,)
 
 
+#: The devices this process has chosen, by (spec, slot) (:meth:`Device.select`).
+_CHOSEN: dict[tuple[str | None, int], Device] = {}
+
+
 @dataclass(frozen=True, eq=False)
 class Device:
     """The OpenCL device of one likelihood.
@@ -71,9 +76,26 @@ class Device:
     queue: Any
 
     @classmethod
-    def select(cls, spec: str | None = None, local_rank: int = 0) -> Device:
-        """Choose a device (:func:`hawkes_cli.kernels.select_device`), check its float64
-        support and buffer alignment and open a queue on it.
+    def select(cls, spec: str | None = None, slot: int = 0) -> Device:
+        """The device for ``spec`` and ``slot``, chosen once per process.
+
+        The first call for a spec (:func:`hawkes_cli.kernels.device_spec`: the environment
+        fills in a None) and slot chooses the device
+        (:func:`hawkes_cli.kernels.select_device`, which takes the ``slot``-th of the matching
+        devices, modulo their number), checks its float64 support and buffer alignment and
+        opens a queue on it; every later call returns that same device. So the choice a Slurm
+        rank makes and checks against the other ranks of its node
+        (:func:`hawkes_cli.slurm.devices.choose_device`, which pins its slot on the chain's
+        communicator) is the device its likelihoods drive: the engine asks again with the same
+        spec and slot (:func:`hawkes_cli.parallel.local_rank`) and is handed it, nothing is
+        chosen twice.
+
+        Parameters
+        ----------
+        spec
+            ``engine.device`` (see :func:`~hawkes_cli.kernels.select_device`).
+        slot
+            Which of the matching devices: the rank's slot on its node.
 
         Raises
         ------
@@ -82,11 +104,16 @@ class Device:
         """
         import pyopencl as cl
 
-        info, dev = kernels.select_device(spec, local_rank)
-        kernels.require_float64(info)
-        kernels.require_alignment(info)
-        context = kernels.device_context(dev)
-        return cls(info=info, context=context, queue=cl.CommandQueue(context))
+        key = (kernels.device_spec(spec), slot)
+        chosen = _CHOSEN.get(key)
+        if chosen is None:
+            info, dev = kernels.select_device(spec, slot)
+            kernels.require_float64(info)
+            kernels.require_alignment(info)
+            context = kernels.device_context(dev)
+            chosen = cls(info=info, context=context, queue=cl.CommandQueue(context))
+            _CHOSEN[key] = chosen
+        return chosen
 
 
 class DeviceEvents:

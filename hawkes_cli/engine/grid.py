@@ -28,6 +28,8 @@ KEY_STRIDE = 4194304
 BLOCK_ROWS = 16
 #: Smallest per-level cut-off exponent (:func:`level_kappas`).
 KAPPA_FLOOR = 1.0
+#: Largest cut-off exponent: ``exp(-740)`` underflows, so beyond it nothing more can be gained.
+KAPPA_MAX = 740.0
 #: Resolution per dimension of the grid that tells which levels are near a row block
 #: (:func:`block_levels`).
 PRESENCE_CELLS = 512
@@ -588,7 +590,7 @@ def truncated_row_cost(
     """Work of each row of the truncated trigger at these lengthscales, shape (N,), float64:
     sources visited plus the per-row overhead of the cell searches (host only, no OpenCL).
 
-    Used to balance the MPI row split (:func:`hawkes_cli.engine.make_likelihood`), at the
+    Used to balance the MPI row split (:func:`hawkes_cli.engine.build_likelihood`), at the
     starting cut-off of ``tolerance``; ``times`` is the tie structure of ``time`` when already
     built.
     """

@@ -15,6 +15,7 @@ import numpy as np
 
 from ..vocab import BACKGROUNDS, DEFAULT_BACKGROUND
 from .device import DeviceEvents, launch_size
+from .launch import BackgroundArgs, BackgroundPairsArgs, Kernel, TriggerArgs, kernel
 
 log = logging.getLogger(__name__)
 
@@ -125,7 +126,7 @@ class OpenCLBackend:
         )
         if background == "pairs":  # every row over every event, ties skipped by index
             self._buf_hi = events.upload((ts.lo + ts.counts[ts.inverse]).astype(np.int32))
-            self._k_pairs = cl.Kernel(prog, "background_pairs")
+            self._k_pairs = kernel(prog, "background_pairs")
 
         nrows = self.row_stop - self.row_start
         self._e_host = np.empty(nrows, dtype=np.float64)
@@ -133,9 +134,9 @@ class OpenCLBackend:
         self._buf_e = events.output(self._e_host.nbytes)
         self._buf_b = events.output(self._b_host.nbytes)
         # one kernel object per backend (kernel objects hold their arguments)
-        self._k_trigger = cl.Kernel(prog, f"trigger_model{model}")
-        self._k_sample = cl.Kernel(prog, f"trigger_sample{model}")
-        self._k_background = cl.Kernel(prog, "background")
+        self._k_trigger = kernel(prog, f"trigger_model{model}")
+        self._k_sample = kernel(prog, f"trigger_sample{model}")
+        self._k_background = kernel(prog, "background")
 
     @property
     def device_info(self):
@@ -186,7 +187,7 @@ class OpenCLBackend:
     def trigger_at(self, rows: np.ndarray, sigma_x: float, sigma_t: float) -> np.ndarray:
         """E of the events ``rows`` (indices into all N, any order), float64, shape
         (len(rows),): the same sums as :meth:`trigger`, for a sample of rows (the truncated
-        engine's self-check, :meth:`~hawkes_cli.engine.truncated.TruncatedBackend.self_check`)."""
+        engine's self-check, :class:`~hawkes_cli.engine.rowcheck.RowCheck`)."""
         rows = np.ascontiguousarray(rows, dtype=np.int32)
         if rows.size == 0:
             return np.empty(0)
@@ -204,7 +205,7 @@ class OpenCLBackend:
 
     def _launch_trigger(
         self,
-        kernel: Any,
+        trigger: Kernel,
         nrows: int,
         sigma_x: float,
         sigma_t: float,
@@ -218,27 +219,25 @@ class OpenCLBackend:
         kt, ktl = ev.coefficient(LOG2E / sigma_t)
         kx, kxr = ev.coefficient(LOG2E / (2.0 * sigma_x * sigma_x), relative=True)
         gsize, lsize = self.launch_size(nrows)
-        kernel(
-            self.queue,
-            (gsize,),
-            lsize,
-            ev.buf_t,
-            ev.buf_x,
-            ev.buf_y,
-            ev.buf_xl,
-            ev.buf_yl,
-            ev.buf_w,
-            ev.buf_lo,
-            ev.buf_lo if sample is None else sample,  # unread by trigger_model*
-            np.int32(self.row_start),
-            np.int32(nrows),
-            kt,
-            kx,
-            ktl,
-            kxr,
-            ev.real(ev.shift),
-            self._buf_e if out is None else out,
+        args = TriggerArgs(
+            t=ev.buf_t,
+            x=ev.buf_x,
+            y=ev.buf_y,
+            xl=ev.buf_xl,
+            yl=ev.buf_yl,
+            w=ev.buf_w,
+            lo=ev.buf_lo,
+            sample=ev.buf_lo if sample is None else sample,  # unread by trigger_model*
+            row0=self.row_start,
+            nrows=nrows,
+            kt=kt,
+            kx=kx,
+            ktl=ktl,
+            kxr=kxr,
+            shift=ev.real(ev.shift),
+            out=self._buf_e if out is None else out,
         )
+        trigger(self.queue, (gsize,), lsize, args)
         if out is None:
             self._cl.enqueue_copy(self.queue, self._e_host, self._buf_e)
 
@@ -253,21 +252,20 @@ class OpenCLBackend:
         if self._host_background:
             b = distinct_time_sums(ev.times.unique, ev.times.counts, tau_t, self._u0, self._u1)
             return (self.rho / (math.sqrt(2.0 * math.pi) * tau_t)) * b[self._inverse - self._u0]
-        kb = ev.coefficient(LOG2E / (2.0 * tau_t * tau_t))
+        kb, kbl = ev.coefficient(LOG2E / (2.0 * tau_t * tau_t))
         gsize, lsize = self.launch_size(nrows)
-        self._k_background(
-            self.queue,
-            (gsize,),
-            lsize,
-            ev.buf_tu,
-            ev.buf_c,
-            np.int32(self._nu),
-            np.int32(self._u0),
-            np.int32(nrows),
-            *kb,
-            ev.real(ev.shift),
-            self._buf_b,
+        args = BackgroundArgs(
+            tu=ev.buf_tu,
+            c=ev.buf_c,
+            nu=self._nu,
+            row0=self._u0,
+            nrows=nrows,
+            kb=kb,
+            kbl=kbl,
+            shift=ev.real(ev.shift),
+            out=self._buf_b,
         )
+        self._k_background(self.queue, (gsize,), lsize, args)
         self._cl.enqueue_copy(self.queue, self._b_host, self._buf_b)
         norm = 2.0**-ev.shift * self.rho / (math.sqrt(2.0 * math.pi) * tau_t)
         return norm * self._b_host[self._inverse - self._u0]
@@ -281,19 +279,19 @@ class OpenCLBackend:
         ev = self.events
         buf = ev.output(out.nbytes)
         gsize, lsize = self.launch_size(nrows)
-        self._k_pairs(
-            self.queue,
-            (gsize,),
-            lsize,
-            ev.buf_t,
-            np.int32(self.n_events),
-            ev.buf_lo,
-            self._buf_hi,
-            np.int32(self.row_start),
-            np.int32(nrows),
-            *ev.coefficient(LOG2E / (2.0 * tau_t * tau_t)),
-            ev.real(ev.shift),
-            buf,
+        kb, kbl = ev.coefficient(LOG2E / (2.0 * tau_t * tau_t))
+        args = BackgroundPairsArgs(
+            t=ev.buf_t,
+            n=self.n_events,
+            lo=ev.buf_lo,
+            hi=self._buf_hi,
+            row0=self.row_start,
+            nrows=nrows,
+            kb=kb,
+            kbl=kbl,
+            shift=ev.real(ev.shift),
+            out=buf,
         )
+        self._k_pairs(self.queue, (gsize,), lsize, args)
         self._cl.enqueue_copy(self.queue, out, buf)
         return out * (2.0**-ev.shift * self.rho / (math.sqrt(2.0 * math.pi) * tau_t))

@@ -3,6 +3,8 @@
 Rank ``r`` of a node takes the ``r``-th GPU the job may see (``CUDA_VISIBLE_DEVICES``,
 ``ROCR_VISIBLE_DEVICES`` or ``GPU_DEVICE_ORDINAL``, see :func:`device_slot`); every rank's
 :class:`DeviceChoice` is gathered and checked by :func:`check_devices` before any chain starts.
+The device is chosen once, by the engine (:meth:`hawkes_cli.engine.device.Device.select`), and
+the rank's likelihood is handed the same one.
 """
 
 from __future__ import annotations
@@ -83,7 +85,7 @@ def device_slot(local_rank: int, env: Mapping[str, str], n_gpus: int | None = No
     if vis is None or not vis[1]:
         return DeviceSlot(local_rank, local_rank, vis[0] if vis else None, None)
     var, ids = vis
-    visible_id = ids[local_rank % len(ids)] if local_rank < len(ids) else None
+    visible_id = ids[local_rank] if local_rank < len(ids) else None
     slot = local_rank
     if (
         n_gpus is not None
@@ -161,14 +163,14 @@ def check_devices(choices: Sequence[DeviceChoice]) -> list[str]:
     by_visible: dict[tuple[str, str], list[DeviceChoice]] = {}
     for c in choices:
         by_device.setdefault((c.host, c.ident), []).append(c)
-        if c.kind != "cpu" and c.ident != "reference" and c.visible_id is not None:
+        if c.kind != "cpu" and c.visible_id is not None:  # the reference engine's is "cpu"
             by_visible.setdefault((c.host, c.visible_id), []).append(c)
     for (host, ident), group in by_device.items():
         if len(group) < 2:
             continue
         ranks = ", ".join(f"{c.rank} (chain {c.chain})" for c in group)
         first = group[0]
-        if first.kind == "cpu" or ident == "reference":
+        if first.kind == "cpu":
             notes.append(
                 f"ranks {ranks} share the CPU device {ident} {first.name!r} on {host}; "
                 "allowed for a CPU device (they split its cores)"
@@ -204,7 +206,13 @@ def choose_device(
     local_rank: int,
     env: Mapping[str, str],
 ) -> DeviceChoice:
-    """This rank's device: by local rank among the devices it may see (see :func:`device_slot`)."""
+    """This rank's device: by local rank among the devices it may see (see :func:`device_slot`).
+
+    The engine's one chooser makes the choice (:meth:`hawkes_cli.engine.device.Device.select`,
+    once per process, spec and slot); the rank pins ``slot`` on its chain's communicator, so
+    the likelihood asks for the same spec and slot and drives this very device (the one
+    :func:`check_devices` checked).
+    """
     host = socket.gethostname()
     if config.engine.backend != "opencl":
         return DeviceChoice(
@@ -218,14 +226,15 @@ def choose_device(
             slot=local_rank,
             host=host,
         )
-    from ..kernels import DEVICE_ENV, list_devices, select_device
+    from ..engine.device import Device
+    from ..kernels import DEVICE_ENV, list_devices
 
     spec = config.engine.device if config.engine.device is not None else env.get(DEVICE_ENV)
     n_gpus = None
     if spec in (None, "", "gpu"):
         n_gpus = sum(1 for d in list_devices() if d.kind == "gpu") or None
     ds = device_slot(local_rank, env, n_gpus)
-    info, _ = select_device(config.engine.device, ds.slot)
+    info = Device.select(config.engine.device, ds.slot).info
     return DeviceChoice(
         rank,
         chain,

@@ -1,0 +1,266 @@
+"""Kernel arguments as typed records: one frozen dataclass per kernel signature of ``kernels/*.cl``.
+
+A record's fields are its kernel's parameters, with the same names in the same order; a field's
+annotation says how its value reaches the device:
+
+- ``Buffer``: a ``__global`` pointer (a :class:`pyopencl.Buffer`), passed as it is;
+- ``int``: ``const int``, passed as :class:`numpy.int32`;
+- ``float``: ``const double``, passed as :class:`numpy.float64`;
+- ``Real``: ``const real``, a scalar of the working precision (``float`` or ``double``), already
+  converted by the caller (:attr:`~hawkes_cli.engine.device.DeviceEvents.real`).
+
+:func:`kernel` takes a kernel out of a program with the record type of its name
+(:data:`KERNEL_ARGS`), and the :class:`Kernel` it returns accepts nothing else, so a launch
+cannot pass one kernel's arguments to another. ``tests/test_opencl.py`` parses every kernel's
+signature in ``kernels/*.cl`` and compares it with its record, name by name and kind by kind:
+an argument added, moved or renamed on one side only fails there.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+import numpy as np
+
+#: A ``__global`` pointer argument: a :class:`pyopencl.Buffer`.
+Buffer = Any
+#: A ``const real`` argument: :class:`numpy.float32` or :class:`numpy.float64`, as the program.
+Real = np.floating
+
+_CONVERT = {"Buffer": None, "Real": None, "int": np.int32, "float": np.float64}
+
+
+class KernelArgs:
+    """Base of the argument records: :meth:`values` in the kernel's order."""
+
+    def values(self) -> tuple[Any, ...]:
+        """Every field in order, ``int`` and ``float`` fields as :class:`numpy.int32` and
+        :class:`numpy.float64` (the kernel's ``const int`` and ``const double``)."""
+        return tuple(
+            getattr(self, name) if conv is None else conv(getattr(self, name))
+            for name, conv in _converters(type(self))
+        )
+
+
+@cache
+def _converters(cls: type) -> tuple[tuple[str, Any], ...]:
+    """``(field name, converter or None)`` of a record, in field order (its annotations are the
+    strings of :data:`_CONVERT`; anything else is a mistake in this module)."""
+    return tuple((f.name, _CONVERT[str(f.type)]) for f in dataclasses.fields(cls))
+
+
+def argument_kinds(cls: type) -> tuple[tuple[str, str], ...]:
+    """``(name, kind)`` of each field of an argument record, kind one of ``Buffer``, ``int``,
+    ``float``, ``Real`` (what ``tests/test_opencl.py`` compares with the kernel source)."""
+    return tuple((f.name, str(f.type)) for f in dataclasses.fields(cls))
+
+
+# --------------------------------------------------------------------------- hawkes.cl
+@dataclass(frozen=True)
+class TriggerArgs(KernelArgs):
+    """``trigger_model1``, ``trigger_model2`` (rows ``row0 ..``) and ``trigger_sample1``,
+    ``trigger_sample2`` (the rows listed in ``sample``): exact trigger sums, one per row."""
+
+    t: Buffer
+    x: Buffer
+    y: Buffer
+    xl: Buffer
+    yl: Buffer
+    w: Buffer
+    lo: Buffer
+    sample: Buffer
+    row0: int
+    nrows: int
+    kt: Real
+    kx: Real
+    ktl: Real
+    kxr: Real
+    shift: Real
+    out: Buffer
+
+
+@dataclass(frozen=True)
+class BackgroundArgs(KernelArgs):
+    """``background``: the background once per distinct time."""
+
+    tu: Buffer
+    c: Buffer
+    nu: int
+    row0: int
+    nrows: int
+    kb: Real
+    kbl: Real
+    shift: Real
+    out: Buffer
+
+
+@dataclass(frozen=True)
+class BackgroundPairsArgs(KernelArgs):
+    """``background_pairs``: the background as the plain pair sum."""
+
+    t: Buffer
+    n: int
+    lo: Buffer
+    hi: Buffer
+    row0: int
+    nrows: int
+    kb: Real
+    kbl: Real
+    shift: Real
+    out: Buffer
+
+
+# --------------------------------------------------------------------------- truncated.cl
+@dataclass(frozen=True)
+class PrefixArgs(KernelArgs):
+    """``cell_prefix``: per-cell prefix sums of the tail weights."""
+
+    st: Buffer
+    sw: Buffer
+    cbeg: Buffer
+    ncells: int
+    t0: float
+    inv_sigma_t: float
+    exp_mode: int
+    pre: Buffer
+
+
+@dataclass(frozen=True)
+class Prefix16Args(KernelArgs):
+    """``cell_prefix16``: the same per 4 x 4 sub-cell."""
+
+    st: Buffer
+    sw: Buffer
+    sq: Buffer
+    cbeg: Buffer
+    ncells: int
+    t0: float
+    inv_sigma_t: float
+    exp_mode: int
+    pre16: Buffer
+
+
+@dataclass(frozen=True)
+class MomentsArgs(KernelArgs):
+    """``cell_moments``: prefix Hermite moments of the expansion boxes."""
+
+    st: Buffer
+    sw: Buffer
+    enx: Buffer
+    eny: Buffer
+    cbeg: Buffer
+    moff: Buffer
+    c0: int
+    ncells: int
+    k0: int
+    t0: float
+    inv_sigma_t: float
+    mom: Buffer
+
+
+@dataclass(frozen=True)
+class BlocksArgs(KernelArgs):
+    """``truncated_blocks`` (model 1) and ``truncated_blocks2`` (model 2): the truncated
+    trigger of row blocks and the bound of what it omits (``kernels/truncated.cl``)."""
+
+    td: Buffer
+    xd: Buffer
+    yd: Buffer
+    st: Buffer
+    sxr: Buffer
+    syr: Buffer
+    sw: Buffer
+    std: Buffer
+    pre: Buffer
+    pre16: Buffer
+    mom: Buffer
+    moff: Buffer
+    mc0: int
+    ckey: Buffer
+    cbeg: Buffer
+    cdlo: Buffer
+    cdhi: Buffer
+    loff: Buffer
+    hs: Buffer
+    dlo: Buffer
+    nlevels: int
+    nbase: int
+    x0: float
+    y0: float
+    brow: Buffer
+    nblocks: int
+    row0: int
+    bmask: Buffer
+    kt: Real
+    kx: Real
+    ktl: Real
+    kxr: Real
+    shift: Real
+    kl: Buffer
+    sigma_t: float
+    vscale: float
+    t0: float
+    inv_sigma_t: float
+    exp_mode: int
+    out_e: Buffer
+    out_tail: Buffer
+    out_ring: Buffer
+
+
+#: The argument record of every kernel in ``kernels/*.cl``, by kernel name.
+KERNEL_ARGS: dict[str, type[KernelArgs]] = {
+    "trigger_model1": TriggerArgs,
+    "trigger_model2": TriggerArgs,
+    "trigger_sample1": TriggerArgs,
+    "trigger_sample2": TriggerArgs,
+    "background": BackgroundArgs,
+    "background_pairs": BackgroundPairsArgs,
+    "cell_prefix": PrefixArgs,
+    "cell_prefix16": Prefix16Args,
+    "cell_moments": MomentsArgs,
+    "truncated_blocks": BlocksArgs,
+    "truncated_blocks2": BlocksArgs,
+}
+
+
+@dataclass(frozen=True, eq=False)
+class Kernel:
+    """One kernel of a built program, launched only with its own argument record.
+
+    A kernel object holds its arguments between launches, so each backend keeps its own.
+    """
+
+    name: str
+    handle: Any
+
+    def __call__(
+        self,
+        queue: Any,
+        global_size: tuple[int, ...],
+        local_size: tuple[int, ...] | None,
+        args: KernelArgs,
+    ) -> None:
+        """Enqueue the kernel over ``global_size`` work-items in work-groups of
+        ``local_size`` (None: the implementation's choice) with ``args``.
+
+        Raises
+        ------
+        TypeError
+            ``args`` is not this kernel's record (:data:`KERNEL_ARGS`).
+        """
+        want = KERNEL_ARGS[self.name]
+        if type(args) is not want:
+            raise TypeError(f"kernel {self.name} takes {want.__name__}, got {type(args).__name__}")
+        self.handle(queue, global_size, local_size, *args.values())
+
+
+def kernel(program: Any, name: str) -> Kernel:
+    """The kernel ``name`` of ``program`` (one of :data:`KERNEL_ARGS`)."""
+    import pyopencl as cl
+
+    if name not in KERNEL_ARGS:
+        raise KeyError(f"no argument record for kernel {name!r}")
+    return Kernel(name, cl.Kernel(program, name))
