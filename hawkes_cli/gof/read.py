@@ -71,9 +71,16 @@ def posterior_draws(run_dir: Path, opts: GofOptions) -> Posterior:
 
 def likelihood(run: GofRun) -> Any:
     """The chain's likelihood (serial), with the run's engine settings."""
-    from ..engine import make_likelihood
+    from ..engine import build_likelihood
 
-    return make_likelihood(run.data, **run.config.likelihood_options(run.area))
+    config = run.config
+    return build_likelihood(
+        run.data,
+        config.engine,
+        model=config.model.kind,
+        area=run.area,
+        window_end=config.data.window_end,
+    )
 
 
 def polygon_areas(geoms: np.ndarray) -> np.ndarray:
