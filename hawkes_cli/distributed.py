@@ -5,6 +5,9 @@ location stream (identical on every rank) and its own stop flag. Each of its met
 collective or must stay in step on every rank (a likelihood evaluation reduces over ranks; the
 pinned pair sums and the location draws must match).
 
+Each rank's :class:`ChainSetup` (the run's config, the events, the chain's sampler stream and
+this :class:`ChainRank`) is what :func:`hawkes_cli.runner.build_chain` made for it.
+
 Rank 0 calls them through :class:`DistributedLikelihood`, which first broadcasts the call
 (method name and arguments) and then runs it locally; the other ranks sit in :func:`serve`,
 which receives each call and runs it on their own :class:`ChainRank`, until
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .engine import Likelihood
@@ -34,9 +38,12 @@ from .resample import LocationStream
 if TYPE_CHECKING:
     import numpy as np
 
+    from .config import Config
+    from .data import EventData
+
 log = logging.getLogger(__name__)
 
-__all__ = ["CALLS", "ChainRank", "DistributedLikelihood", "serve"]
+__all__ = ["CALLS", "ChainRank", "ChainSetup", "DistributedLikelihood", "serve"]
 
 #: The :class:`ChainRank` methods rank 0 may call through the proxy (the replay protocol).
 CALLS: frozenset[str] = frozenset(
@@ -222,6 +229,40 @@ class ChainRank:
         """Times the truncated trigger's cut-off was tightened so far (the same on every rank:
         each tightening is a collective decision)."""
         return self.likelihood.tightenings
+
+
+@dataclass(frozen=True)
+class ChainSetup:
+    """What one rank of a chain is built from (:func:`hawkes_cli.runner.build_chain`).
+
+    Attributes
+    ----------
+    config
+        The run's configuration.
+    chain_id
+        0-based chain number.
+    data
+        The events (sorted by time).
+    area
+        Study-region area (coordinate units squared).
+    initial
+        Natural-scale starting values by name: the config's ``sampler.initial`` over
+        :func:`~hawkes_cli.runner.default_initial` (before the chain's random jitter), or with
+        ``initial: auto`` the defaults, where the mode search starts.
+    rank
+        This rank's share of the collective work (likelihood rows, location stream, stop
+        flag).
+    rng
+        The sampler's random stream (rank 0 uses it; restored from checkpoints).
+    """
+
+    config: Config
+    chain_id: int
+    data: EventData
+    area: float
+    initial: Mapping[str, float]
+    rank: ChainRank
+    rng: np.random.Generator
 
 
 class DistributedLikelihood:

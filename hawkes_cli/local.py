@@ -82,6 +82,98 @@ def chain_command(config_path: Path, chain_id: int, ranks: int, overwrite: bool)
     return cmd
 
 
+class _Launcher:
+    """The chain processes of one ``run_local`` call: a queue, the running ones, exit codes.
+
+    Parameters
+    ----------
+    run_dir
+        The run directory (chain logs go to its ``logs/``).
+    command
+        The command line of a chain, by chain id.
+    pending
+        Chains to run, in order.
+    jobs
+        Chains at once.
+    env
+        The chains' environment.
+    """
+
+    def __init__(
+        self,
+        run_dir: RunDir,
+        command: Callable[[int], list[str]],
+        pending: list[int],
+        jobs: int,
+        env: dict[str, str],
+    ) -> None:
+        self.run_dir, self.command, self.jobs, self.env = run_dir, command, jobs, env
+        self.queue = list(pending)
+        self.running: list[_Child] = []
+        self.codes: dict[int, int] = {}
+        self.stopping = False
+        self.signals_seen = 0
+
+    @property
+    def active(self) -> bool:
+        """Whether a chain is queued or running."""
+        return bool(self.queue or self.running)
+
+    def forward(self, signum: int, _frame: object) -> None:
+        """A stop signal: the chains commit and exit (SIGTERM); a second one kills them."""
+        self.stopping = True
+        self.signals_seen += 1
+        how = signal.SIGTERM if self.signals_seen == 1 else signal.SIGKILL
+        for child in self.running:
+            if child.proc.poll() is None:
+                with contextlib.suppress(OSError):
+                    child.proc.send_signal(how)
+
+    def launch(self) -> None:
+        """Start queued chains while fewer than ``jobs`` run (none once stopping)."""
+        while self.queue and len(self.running) < self.jobs and not self.stopping:
+            k = self.queue.pop(0)
+            log_file = self.run_dir.log_path(k)
+            with open(log_file, "ab") as fh:
+                proc = subprocess.Popen(
+                    self.command(k),
+                    stdout=fh,
+                    stderr=subprocess.STDOUT,
+                    env=self.env,
+                    start_new_session=True,  # our signal forwarding decides, not the tty
+                    preexec_fn=_die_with_parent(os.getpid()),
+                )
+            self.running.append(_Child(k, proc, log_file))
+
+    def reap(self) -> None:
+        """Record the exit codes of the chains that ended (a failure logged with its error)."""
+        for child in list(self.running):
+            rc = child.proc.poll()
+            if rc is None:
+                continue
+            self.running.remove(child)
+            self.codes[child.chain_id] = rc
+            if rc not in (0, EXIT_STOPPED):
+                log.error(
+                    "chain %d failed (exit %d): %s; see %s",
+                    child.chain_id,
+                    rc,
+                    error_line(child.log_file) or "no error line",
+                    child.log_file,
+                )
+
+
+def _chain_env(jobs: int, ranks: int) -> dict[str, str]:
+    """The chains' environment: ``cores / (jobs * ranks)`` PoCL compute units each, and the
+    launcher's pid for a chain that is our child."""
+    env = dict(os.environ)
+    cores = os.cpu_count() or 1
+    env.setdefault("POCL_CPU_MAX_CU_NUM", str(max(1, cores // (jobs * ranks))))
+    if ranks == 1:  # the chain is our child (under mpiexec, the ranks are mpiexec's)
+        env[LAUNCHER_PID_ENV] = str(os.getpid())
+    return env
+
+
 def run_local(
     config: Config,
     *,
@@ -113,70 +205,34 @@ def run_local(
         return done
     ranks = config.chains.gpus_per_chain
     jobs = max(1, min(jobs or len(pending), len(pending)))
-    cores = os.cpu_count() or 1
-    env = dict(os.environ)
-    env.setdefault("POCL_CPU_MAX_CU_NUM", str(max(1, cores // (jobs * ranks))))
-    if ranks == 1:  # the chain is our child (under mpiexec, the ranks are mpiexec's)
-        env[LAUNCHER_PID_ENV] = str(os.getpid())
-    queue = list(pending)
-    running: list[_Child] = []
-    stopping = False
-    signals_seen = 0
-
-    def forward(signum, _frame):  # stop children: they commit and exit; kill on a second
-        nonlocal stopping, signals_seen
-        stopping = True
-        signals_seen += 1
-        how = signal.SIGTERM if signals_seen == 1 else signal.SIGKILL
-        for child in running:
-            if child.proc.poll() is None:
-                with contextlib.suppress(OSError):
-                    child.proc.send_signal(how)
-
+    launcher = _Launcher(
+        run_dir,
+        lambda k: chain_command(config_path, k, ranks, overwrite),
+        pending,
+        jobs,
+        _chain_env(jobs, ranks),
+    )
     stop_signals = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-    old = {s: signal.signal(s, forward) for s in stop_signals}
+    old = {s: signal.signal(s, launcher.forward) for s in stop_signals}
     last_report = 0.0
     try:
-        while queue or running:
-            while queue and len(running) < jobs and not stopping:
-                k = queue.pop(0)
-                log_file = run_dir.log_path(k)
-                with open(log_file, "ab") as fh:
-                    proc = subprocess.Popen(
-                        chain_command(config_path, k, ranks, overwrite),
-                        stdout=fh,
-                        stderr=subprocess.STDOUT,
-                        env=env,
-                        start_new_session=True,  # our signal forwarding decides, not the tty
-                        preexec_fn=_die_with_parent(os.getpid()),
-                    )
-                running.append(_Child(k, proc, log_file))
+        while launcher.active:
+            launcher.launch()
             time.sleep(0.2)
-            for child in list(running):
-                rc = child.proc.poll()
-                if rc is not None:
-                    running.remove(child)
-                    done[child.chain_id] = rc
-                    if rc not in (0, EXIT_STOPPED):
-                        log.error(
-                            "chain %d failed (exit %d): %s; see %s",
-                            child.chain_id,
-                            rc,
-                            error_line(child.log_file) or "no error line",
-                            child.log_file,
-                        )
+            launcher.reap()
             now = time.monotonic()
-            if report and (now - last_report >= report_every or not (queue or running)):
+            if report and (now - last_report >= report_every or not launcher.active):
                 last_report = now
                 with contextlib.suppress(OSError):  # the terminal may be gone (SIGHUP)
                     report(read_progress(config))
     finally:
         for s, handler in old.items():
             signal.signal(s, handler)
-    if stopping:
-        for k in queue:
-            done[k] = EXIT_STOPPED
-    return done
+    codes = done | launcher.codes
+    if launcher.stopping:
+        for k in launcher.queue:
+            codes[k] = EXIT_STOPPED
+    return codes
 
 
 def read_progress(config: Config) -> list[dict]:

@@ -40,8 +40,9 @@ from hawkes_cli.posterior import (
 from hawkes_cli.priors import DEFAULT_PRIOR, Prior
 from hawkes_cli.resample import LocationStream
 from hawkes_cli.rundir import RunDir
-from hawkes_cli.runner import run_chain, subsample_events
+from hawkes_cli.runner import run_chain
 from hawkes_cli.simulate import DensityGrid, simulate
+from hawkes_cli.start.subsample import subsample_events
 from hawkes_cli.storage import read_chain, read_sidecar
 from hawkes_cli.vocab import PARAM_NAMES
 

@@ -149,14 +149,15 @@ def test_tiered_pair_passes_are_recorded_and_sum_to_the_counted_ones(tmp_path, e
 
 def test_fast_start_of_a_run_that_redraws_locations_searches_on_a_draw(tmp_path, events):
     """With ``resample_every > 0`` the chains never see the file's points again, so the fast
-    start searches on one seeded draw of the locations (:func:`runner.start_locations`, the
+    start searches on one seeded draw of the locations (:func:`start.subsample.start_locations`, the
     same for every chain): the start's log posterior is that of its mode at that draw, not at
     the file's points (at 1M cases the file's hospital points put the mode thousands of nats
     away from where the chains go)."""
     from hawkes_cli.data import load_events, resolve_area
     from hawkes_cli.engine import make_likelihood
     from hawkes_cli.posterior import LogPosterior
-    from hawkes_cli.runner import make_resampler, start_locations
+    from hawkes_cli.resample import make_resampler
+    from hawkes_cli.start.subsample import start_locations
 
     cfg = load_config(
         write_config(tmp_path, events, "drawn", **TIERED, sampler__iterations=3, sampler__warmup=1)

@@ -15,8 +15,8 @@ from hawkes_cli.config import load_config
 from hawkes_cli.data import load_events
 from hawkes_cli.rundir import RunDir
 from hawkes_cli.runner import run_chain
-from hawkes_cli.shared_start import SharedStart, shared_start, start_key
 from hawkes_cli.start import StartResult
+from hawkes_cli.start.shared import SharedStart, shared_start, start_key
 from hawkes_cli.storage import read_sidecar
 from tests.test_runner import TIERED, draws, events, write_config  # noqa: F401  (fixture)
 

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from hawkes_cli.sampler import TieredSampler
-from hawkes_cli.start import Mode, StartResult, find_start, overdispersed_starts
+from hawkes_cli.start import Mode, SearchSettings, StartResult, find_start, overdispersed_starts
 
 MU = np.array([-1.0, 1.5, 0.5, -2.0, 1.0])
 SD = np.array([0.3, 0.5, 0.4, 0.2, 0.3])
@@ -77,7 +77,7 @@ def test_far_start_with_subsample_reaches_mode_and_curvature() -> None:
 
 
 def test_far_start_without_subsample() -> None:
-    result = find_start(gauss, MU + 3.0, max_full_evals=300)
+    result = find_start(gauss, MU + 3.0, settings=SearchSettings(max_full_evals=300))
     np.testing.assert_allclose(result.theta, MU, atol=1e-6 * SD.min())
     assert cov_error(result.cov_matrix, COV) < 1e-6
     assert result.n_full_evals <= 300 and result.n_sub_evals == 0
@@ -114,7 +114,9 @@ def test_full_budget_is_a_hard_cap() -> None:
         calls += 1
         return gauss(x)
 
-    result = find_start(counted, MU + 1.0, subsample_log_post=sub_gauss, max_full_evals=20)
+    result = find_start(
+        counted, MU + 1.0, subsample_log_post=sub_gauss, settings=SearchSettings(max_full_evals=20)
+    )
     assert calls == result.n_full_evals <= 20
     # no full Hessian fits in 20 calls: the subsample's curvature (1.3 x COV) stands in
     assert result.hessian == "subsample"
@@ -131,7 +133,9 @@ def test_support_edges_and_flat_directions() -> None:
         r = (x - MU)[:4]
         return -0.5 * float(r @ np.linalg.inv(COV[:4, :4]) @ r)  # nothing depends on x[4]
 
-    result = find_start(boxed_flat, MU - 1.0, subsample_log_post=boxed_flat, max_sd=2.0)
+    result = find_start(
+        boxed_flat, MU - 1.0, subsample_log_post=boxed_flat, settings=SearchSettings(max_sd=2.0)
+    )
     np.testing.assert_allclose(result.theta[:4], MU[:4], atol=1e-5)
     assert result.n_clipped == 1
     cov = result.cov_matrix
@@ -215,11 +219,11 @@ def test_cheap_polish_reaches_the_conditional_mode_holding_the_rest() -> None:
     (0, 2) goes to its conditional mode given the held coordinates, the conditional mean
     ``MU_c + S_ce S_ee^-1 (x_e - MU_e)`` computed here by hand; the held ones do not move.
     Tolerance: Nelder-Mead's xatol (1e-2, log scale) in units of the conditional sds."""
-    from hawkes_cli.start import _polish_cheap
+    from hawkes_cli.start.search import polish_cheap
 
     c, e = [0, 2], [1, 3, 4]
     x0 = MU + 2.0 * SD
-    x, fx, n = _polish_cheap(gauss, x0, gauss(x0), c, 0.5, 300)
+    x, fx, n = polish_cheap(gauss, x0, gauss(x0), c, 0.5, 300)
     want = MU[c] + COV[np.ix_(c, e)] @ np.linalg.solve(COV[np.ix_(e, e)], x0[e] - MU[e])
     cond_sd = np.sqrt(np.diag(np.linalg.inv(PREC[np.ix_(c, c)])))
     assert np.all(np.abs(x[c] - want) < 0.05 * cond_sd)
@@ -240,7 +244,7 @@ def test_cheap_polish_runs_after_a_subsample_search_only() -> None:
     assert result.n_cheap_evals > 0
     np.testing.assert_allclose(result.theta, MU, atol=1e-6 * SD.min())
     assert StartResult.from_json(json.loads(json.dumps(result.to_json()))) == result
-    plain = find_start(gauss, MU + 1.0, cheap=(0, 2), max_full_evals=300)
+    plain = find_start(gauss, MU + 1.0, cheap=(0, 2), settings=SearchSettings(max_full_evals=300))
     assert plain.n_cheap_evals == 0
     # a start recorded before the field existed still reads (as 0 cheap evaluations)
     old = result.to_json()

@@ -20,7 +20,6 @@ from typing import Any
 import numpy as np
 import pytest
 
-from hawkes_cli import runner
 from hawkes_cli.config import config_from_yaml_text, load_config
 from hawkes_cli.data import EventData, save_events
 from hawkes_cli.diagnostics import DiagnoseOptions, diagnose
@@ -29,6 +28,7 @@ from hawkes_cli.engine.base import BoundedPairBackend
 from hawkes_cli.errors import ConfigError, UsageError
 from hawkes_cli.model import Params
 from hawkes_cli.rundir import Checkpoint, RunDir
+from hawkes_cli.runner import loop as runner
 from hawkes_cli.runner import run_chain
 from hawkes_cli.storage import read_sidecar, sidecar_path
 from hawkes_cli.storage.record import record_digest as _record_digest

@@ -121,7 +121,28 @@ def loglik_cmd(
     t0 = time.perf_counter()
     ev = lik.evaluate(p)
     seconds = time.perf_counter() - t0
-    value = ev.loglik
+    _check_loglik(ev.loglik, p, engine_name, device)
+    if comm.rank != 0:
+        return
+    out = {
+        "loglik": ev.loglik,
+        "seconds": seconds,
+        "n": data.n,
+        "model": int(model),
+        "engine": engine_name,
+        "precision": precision if engine_name == "opencl" else "float64",
+        "ranks": comm.size,
+        "params": p.as_dict(),
+        "tolerance": tolerance,
+        "error_bound": ev.error_bound,
+        "path": getattr(lik.backend, "path", ""),
+    }
+    _print_loglik(out, as_json)
+
+
+def _check_loglik(value: float, p: Any, engine_name: str, device: str | None) -> None:
+    """Raise :class:`DeviceError` unless ``value`` is a finite log-likelihood (never printed
+    as an answer otherwise; every rank raises)."""
     if math.isnan(value):  # never an answer: the device's sums are wrong (every rank raises)
         raise DeviceError(
             f"the log-likelihood is NaN (engine {engine_name}"
@@ -134,33 +155,22 @@ def loglik_cmd(
             f"the log-likelihood is {value} at {p} (engine {engine_name}): no finite answer; "
             "compare with --engine reference and run `hawkes-run devices --check`"
         )
-    path = getattr(lik.backend, "path", "")
-    if comm.rank != 0:
-        return
+
+
+def _print_loglik(out: dict[str, Any], as_json: bool) -> None:
+    """``loglik``'s answer: one JSON object, or aligned lines (the bound when truncating)."""
     if as_json:
-        out = {
-            "loglik": value,
-            "seconds": seconds,
-            "n": data.n,
-            "model": int(model),
-            "engine": engine_name,
-            "precision": precision if engine_name == "opencl" else "float64",
-            "ranks": comm.size,
-            "params": p.as_dict(),
-            "tolerance": tolerance,
-            "error_bound": ev.error_bound,
-            "path": path,
-        }
         click.echo(json.dumps(out))
-    else:
-        click.echo(f"loglik   {value:.12g}")
-        click.echo(f"seconds  {seconds:.6f}")
-        click.echo(f"n        {data.n}")
-        click.echo(f"path     {path}")
-        if tolerance > 0:
-            click.echo(
-                f"bound    |error| <= {ev.error_bound:.3g} nats (tolerance {tolerance:g} nats)"
-            )
+        return
+    click.echo(f"loglik   {out['loglik']:.12g}")
+    click.echo(f"seconds  {out['seconds']:.6f}")
+    click.echo(f"n        {out['n']}")
+    click.echo(f"path     {out['path']}")
+    if out["tolerance"] > 0:
+        click.echo(
+            f"bound    |error| <= {out['error_bound']:.3g} nats "
+            f"(tolerance {out['tolerance']:g} nats)"
+        )
 
 
 def _resolve_area(area: float | None, attrs: dict[str, Any], source: Path) -> float:
@@ -263,8 +273,8 @@ def _check_devices(found: list, as_json: bool) -> None:
 def validate_cmd(config_file: Path) -> None:
     """Check CONFIG and its data (events, area, polygons) without running anything."""
     from ..config import load_config
-    from ..data import check_window_end, load_events
-    from ..runner import make_resampler, resolve_area
+    from ..data import check_window_end, load_events, resolve_area
+    from ..resample import make_resampler
 
     config = load_config(config_file)
     data = load_events(config.data.events, need_density=config.model.kind == 2)

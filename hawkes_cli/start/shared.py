@@ -1,6 +1,6 @@
 """One fast start per run: the first chain to need it searches, the others read its result.
 
-The fast start (:func:`~hawkes_cli.start.find_start`) is the same for every chain of a run: it
+The fast start (:func:`~hawkes_cli.start.find.find_start`) is the same for every chain of a run: it
 searches from the same values on the same seeded subsample. Run by each chain, it repeats the
 same work ``chains.count`` times; on a machine whose cores the chains share (``hawkes-run
 local``) that is most of a small run's wall time. Here the chains of a run directory take an
@@ -9,7 +9,7 @@ exclusive lock (``chains/start.lock``, :func:`fcntl.flock`); the holder reuses
 and writes it (atomically) before releasing the lock, so the chains that waited read it.
 
 What is shared is everything the search leaves behind that later draws depend on: the
-:class:`~hawkes_cli.start.StartResult` and the truncated trigger's cut-off after the search
+:class:`~hawkes_cli.start.result.StartResult` and the truncated trigger's cut-off after the search
 (its ``kappa`` may tighten during the full-data evaluations). A chain that reads the file
 restores both, so its draws are bit-for-bit those it would have drawn had it searched itself,
 whichever chain got the lock first.
@@ -46,11 +46,11 @@ from typing import Any
 
 import numpy as np
 
-from . import atomic
-from .data import EventData
-from .errors import Interrupted, StorageError
-from .start import StartResult
-from .vocab import START_WAIT_ENV, START_WAIT_SECONDS
+from .. import atomic
+from ..data import EventData
+from ..errors import Interrupted, StorageError
+from ..vocab import START_WAIT_ENV, START_WAIT_SECONDS
+from .result import StartResult
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,123 @@
+"""Building one rank of a chain: events, area, likelihood, location stream, random streams.
+
+Random numbers: ``SeedSequence(seed, spawn_key=(chain_id,))`` spawns two streams, one for the
+sampler (used by rank 0 only) and one for the cut-posterior location draws (used identically by
+every rank, so locations need no broadcast). Both states go into each checkpoint; a resumed
+chain continues bit-for-bit, whatever the number of ranks or restarts. The fast start's
+subsample and location draw come from the run's seed alone (:mod:`hawkes_cli.start.subsample`).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ..config import Config
+from ..data import EventData, load_events, resolve_area
+from ..distributed import ChainRank, ChainSetup
+from ..engine import Likelihood, make_likelihood
+from ..parallel import Comm
+from ..resample import LocationStream, make_resampler
+from ..start.subsample import start_locations, subsample_likelihood
+from .stop import StopFlag
+
+__all__ = ["build_chain", "default_initial"]
+
+
+def default_initial(data: EventData, area: float) -> dict[str, float]:
+    """Data-scaled starting values (natural scale) for parameters the config leaves open."""
+    span = float(data.time[-1] - data.time[0]) or 1.0
+    return {
+        "mu0": 0.5,
+        "tau_t": span / 10.0,
+        "xi0": 0.5,
+        "sigma_x": math.sqrt(area) / 20.0,
+        "sigma_t": span / 100.0,
+    }
+
+
+def build_chain(config: Config, chain_id: int, comm: Comm, stop: StopFlag) -> ChainSetup:
+    """Load the data and build this rank's likelihood, location stream and random streams.
+
+    Every rank of the chain calls it (the engine's set-up may be collective).
+
+    Parameters
+    ----------
+    config
+        The run's configuration.
+    chain_id
+        0-based chain number (seeds ``SeedSequence(seed, spawn_key=(chain_id,))``).
+    comm
+        The chain's communicator; this rank evaluates its share of the rows.
+    stop
+        This rank's stop flag (read at iteration boundaries).
+    """
+    sc = config.sampler
+    data = load_events(config.data.events, need_density=config.model.kind == 2)
+    area = resolve_area(config, data)
+    initial = default_initial(data, area)
+    if not sc.fast_start:
+        initial |= dict(sc.initial)
+    engine_options: dict[str, Any] = config.likelihood_options(area) | dict(
+        comm=comm,
+        # the truncated trigger's uneven row work is balanced at the initial lengthscales
+        balance=(initial["sigma_x"], initial["sigma_t"]),
+    )
+    likelihood = make_likelihood(data, **engine_options)
+    if sc.kind == "tiered":  # a new tau_t per move: keep the current B; new sigmas: its E
+        likelihood.background_cache_size = sc.n_cheap + sc.n_expensive + 2
+        likelihood.trigger_cache_size = sc.n_expensive + 1
+    resampler = make_resampler(config, data)
+    search_locations, subsample = _search_inputs(config, data, resampler, engine_options)
+    mcmc_seq, loc_seq = np.random.SeedSequence(sc.seed, spawn_key=(chain_id,)).spawn(2)
+    locations = None
+    if resampler is not None:
+        locations = LocationStream(*resampler, rng=np.random.default_rng(loc_seq))
+    rank = ChainRank(
+        likelihood,
+        comm,
+        locations=locations,
+        stop=stop,
+        subsample=subsample,
+        search_locations=search_locations,
+        file_locations=(data.x, data.y),
+    )
+    return ChainSetup(
+        config=config,
+        chain_id=chain_id,
+        data=data,
+        area=area,
+        initial=initial,
+        rank=rank,
+        rng=np.random.default_rng(mcmc_seq),
+    )
+
+
+def _search_inputs(
+    config: Config,
+    data: EventData,
+    resampler: tuple[Any, np.ndarray] | None,
+    engine_options: dict[str, Any],
+) -> tuple[Callable[[], tuple[np.ndarray, np.ndarray]] | None, Callable[[], Likelihood] | None]:
+    """What the fast start searches on, built lazily on every rank: its one location draw
+    (when the run redraws locations) and its subsample likelihood (when the data have more
+    than ``start_subsample`` events); None where there is none."""
+    sc = config.sampler
+    search_locations = None
+    if sc.fast_start and resampler is not None:
+        search_locations = functools.cache(functools.partial(start_locations, *resampler, sc.seed))
+    subsample = None
+    if sc.fast_start and data.n > sc.start_subsample:
+        subsample = functools.partial(
+            subsample_likelihood,
+            data,
+            sc.start_subsample,
+            sc.seed,
+            engine_options,
+            search_locations,
+        )
+    return search_locations, subsample
