@@ -72,11 +72,14 @@ COUNTIES = ("36061", "23009", "06037")
 #: Where an iteration's seconds go, by the innermost frame of ours (first match wins): the
 #: categories of the issue, matched against py-spy's collapsed stacks.
 SPLIT = (
-    ("commit", ("storage.py", "atomic.py", "_Loop.commit", "commit (hawkes_cli/runner.py")),
-    ("location redraw", ("resample.py", "geo.py", "counties.py")),
-    ("index build", ("grid.py", "_build_index", "_upload_index", "_row_blocks", "_blocks ")),
+    ("commit", ("hawkes_cli/storage/", "atomic.py", "commit (hawkes_cli/runner/loop.py")),
+    ("location redraw", ("resample.py", "hawkes_cli/geo/", "hawkes_cli/counties/")),
+    ("index build", ("grid.py", "grid_upload.py", "_build_index", "_row_blocks", "_blocks ")),
     ("background pass", ("background",)),
-    ("trigger kernel", ("truncated.py", "opencl.py", "points.py", "device.py")),
+    (
+        "trigger kernel",
+        ("truncated.py", "opencl.py", "points.py", "device.py", "launch.py", "rowcheck.py"),
+    ),
 )
 
 
