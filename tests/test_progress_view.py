@@ -59,7 +59,7 @@ def test_a_sampling_line_with_its_eta_by_hand():
 def test_the_fast_start_line_shows_its_search_or_its_wait():
     r = rec(phase="fast start", iteration=0, evaluations=312, best_log_post=-5123.44, elapsed=41)
     assert chain_line(r) == (
-        "chain  0  fast start  312 evaluations, best log posterior -5123.44  elapsed 0:41"
+        "chain  0  fast start  312 evals, best log posterior -5123.44  elapsed 0:41"
     )
     assert eta_seconds(r) is None
     w = rec(chain=3, phase="fast start", note="waiting for the fast start of chain 0", elapsed=2)

@@ -74,7 +74,7 @@ def eta_seconds(record: Progress) -> float | None:
 
 def chain_line(record: Progress) -> str:
     """One chain's line, e.g. ``chain  0  sampling    1200/2500  9.8 it/s  elapsed 2:03  ETA
-    2:13  acc 0.31``, or during the fast start ``chain  0  fast start  312 evaluations, best log
+    2:13  acc 0.31``, or during the fast start ``chain  0  fast start  312 evals, best log
     posterior -5123.4  elapsed 0:41`` (a chain not yet running shows its phase and elapsed
     time only)."""
     phase = record.current_phase()
@@ -83,7 +83,7 @@ def chain_line(record: Progress) -> str:
         if record.note:
             parts.append(record.note)
         else:
-            parts.append(f"{record.evaluations or 0} evaluations")
+            parts.append(f"{record.evaluations or 0} evals")
             if record.best_log_post is not None:
                 parts[-1] += f", best log posterior {record.best_log_post:.6g}"
     elif phase not in (PHASE_PENDING, PHASE_STARTING):
