@@ -2,35 +2,70 @@
 when ``gpus_per_chain > 1``), progress from the chains' progress files, resume when run again.
 
 The chains never outlive the launcher. SIGINT, SIGTERM and SIGHUP (the terminal closing) are
-passed on as SIGTERM: the chains commit and exit at their next iteration boundary; a second
-signal kills them (their last commit stays). If the launcher dies without a word (SIGKILL),
-each chain gets SIGTERM from the kernel (``PR_SET_PDEATHSIG``, Linux) and, as a fallback, sees
-its parent change (:data:`~hawkes_cli.vocab.LAUNCHER_PID_ENV`).
+passed on as SIGTERM: the chains commit and exit at their next iteration boundary (a fast start,
+or a wait for another chain's, stops at its next evaluation or poll); a second signal kills them
+(their last commit stays). The launcher says so at once (:data:`STOPPING_LINE`). If the launcher
+dies without a word (SIGKILL), each chain gets SIGTERM from the kernel (``PR_SET_PDEATHSIG``,
+Linux) and, as a fallback, sees its parent change (:data:`~hawkes_cli.vocab.LAUNCHER_PID_ENV`).
+
+Progress: every :data:`REFRESH_SECONDS` the chains' records, as the launcher knows them (queued,
+starting, ended with an exit code), go to a :class:`Display`
+(:class:`hawkes_cli.cli.progress_view.ProgressDisplay`).
 """
 
 from __future__ import annotations
 
+import calendar
 import contextlib
 import ctypes
+import dataclasses
 import logging
 import os
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from .config import Config
 from .errors import HawkesError
 from .parallel import find_mpiexec
-from .rundir import RunDir
+from .rundir import (
+    PHASE_FAILED,
+    PHASE_FINISHED,
+    PHASE_PENDING,
+    PHASE_STARTING,
+    PHASE_STOPPED,
+    Progress,
+    RunDir,
+)
 from .vocab import EXIT_STOPPED, LAUNCHER_PID_ENV
 
 log = logging.getLogger(__name__)
 
 _PR_SET_PDEATHSIG = 1  # prctl(2)
+#: Seconds between the display's updates.
+REFRESH_SECONDS = 1.0
+#: Printed at once when the first stop signal arrives.
+STOPPING_LINE = "stopping: the chains stop at their next commit; Ctrl-C again kills them"
+#: Printed at once when a second stop signal arrives.
+KILLING_LINE = "killing the chains: each keeps its last commit"
+
+
+class Display(Protocol):
+    """Where :func:`run_local` shows the chains (the CLI's ``ProgressDisplay``)."""
+
+    def update(self, records: Sequence[Progress]) -> None:
+        """Show one record per chain."""
+
+    def notice(self, text: str) -> None:
+        """Show one line of news (a stop)."""
+
+    def clear(self) -> None:
+        """Make room for log lines (a chain's failure)."""
 
 
 def _die_with_parent(parent: int) -> Callable[[], None]:
@@ -111,6 +146,8 @@ class _Launcher:
         self.queue = list(pending)
         self.running: list[_Child] = []
         self.codes: dict[int, int] = {}
+        self.errors: dict[int, str] = {}  # failed chains: their error line
+        self.launched: dict[int, tuple[float, float]] = {}  # chain: (wall, monotonic) time
         self.stopping = False
         self.signals_seen = 0
 
@@ -144,23 +181,67 @@ class _Launcher:
                     preexec_fn=_die_with_parent(os.getpid()),
                 )
             self.running.append(_Child(k, proc, log_file))
+            self.launched[k] = (time.time(), time.monotonic())
 
-    def reap(self) -> None:
-        """Record the exit codes of the chains that ended (a failure logged with its error)."""
+    def reap(self) -> list[tuple[int, int, Path]]:
+        """Record the exit codes of the chains that ended; returns the failures (chain, exit
+        code, log file). A chain that a stop signal ended before it could catch signals (its
+        start-up: nothing committed) counts as stopped."""
+        failed = []
         for child in list(self.running):
             rc = child.proc.poll()
             if rc is None:
                 continue
             self.running.remove(child)
+            if self.stopping and rc == -signal.SIGTERM:
+                rc = EXIT_STOPPED
             self.codes[child.chain_id] = rc
             if rc not in (0, EXIT_STOPPED):
-                log.error(
-                    "chain %d failed (exit %d): %s; see %s",
-                    child.chain_id,
-                    rc,
-                    error_line(child.log_file) or "no error line",
-                    child.log_file,
+                self.errors[child.chain_id] = error_line(child.log_file) or "no error line"
+                failed.append((child.chain_id, rc, child.log_file))
+        return failed
+
+    def shown(self, record: Progress) -> Progress:
+        """A chain's record as the display shows it: ``pending`` while queued, ``starting``
+        until the launched chain writes its first record, ``stopped`` or ``failed`` by its
+        exit code, ``finished`` when it was before this call."""
+        k = record.chain
+        if k in self.codes:
+            rc = self.codes[k]
+            if rc == EXIT_STOPPED:
+                return dataclasses.replace(record, status="stopped", phase=PHASE_STOPPED)
+            if rc != 0:
+                note = f"exit {rc}: {self.errors[k]}"
+                return dataclasses.replace(record, status="failed", phase=PHASE_FAILED, note=note)
+            return record
+        if k in self.queue:
+            return dataclasses.replace(
+                record, status="pending", phase=PHASE_PENDING, it_per_s=None, elapsed=None
+            )
+        if k in self.launched:
+            wall, mono = self.launched[k]
+            if _written_before(record, wall):
+                elapsed = time.monotonic() - mono
+                return Progress(
+                    k,
+                    "pending",
+                    record.iteration,
+                    record.iterations,
+                    phase=PHASE_STARTING,
+                    elapsed=elapsed,
                 )
+            return record
+        return dataclasses.replace(record, phase=PHASE_FINISHED)  # finished before this call
+
+
+def _written_before(record: Progress, wall: float) -> bool:
+    """Whether ``record`` was written before the second of the wall time ``wall`` (or has no
+    readable time: none written yet)."""
+    try:
+        updated = calendar.timegm(time.strptime(str(record.updated), "%Y-%m-%dT%H:%M:%SZ"))
+    except ValueError:
+        return True
+    return updated < int(wall)
 
 
 def _chain_env(jobs: int, ranks: int) -> dict[str, str]:
@@ -179,8 +260,7 @@ def run_local(
     *,
     jobs: int | None = None,
     overwrite: bool = False,
-    report: Callable[[list[dict]], None] | None = None,
-    report_every: float = 5.0,
+    display: Display | None = None,
 ) -> dict[int, int]:
     """Run every unfinished chain as a local process; return exit codes by chain.
 
@@ -192,8 +272,8 @@ def run_local(
         Chains at once (default: all). Each gets ``cores / jobs`` PoCL compute units.
     overwrite
         Start every chain afresh.
-    report
-        Called every ``report_every`` seconds with the chains' progress records.
+    display
+        Shown every :data:`REFRESH_SECONDS` the chains' records, told of stop signals at once.
     """
     run_dir = RunDir.of(config)
     config_path = run_dir.write_config(config, overwrite=overwrite)
@@ -214,17 +294,8 @@ def run_local(
     )
     stop_signals = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
     old = {s: signal.signal(s, launcher.forward) for s in stop_signals}
-    last_report = 0.0
     try:
-        while launcher.active:
-            launcher.launch()
-            time.sleep(0.2)
-            launcher.reap()
-            now = time.monotonic()
-            if report and (now - last_report >= report_every or not launcher.active):
-                last_report = now
-                with contextlib.suppress(OSError):  # the terminal may be gone (SIGHUP)
-                    report(read_progress(config))
+        _watch(launcher, config, display)
     finally:
         for s, handler in old.items():
             signal.signal(s, handler)
@@ -235,11 +306,31 @@ def run_local(
     return codes
 
 
-def read_progress(config: Config) -> list[dict]:
-    """The latest progress record of every chain (status 'pending' where none yet)."""
-    run_dir = RunDir.of(config)
-    iterations = config.sampler.iterations
-    return [run_dir.read_progress(k, iterations).to_json() for k in range(config.chains.count)]
+def _watch(launcher: _Launcher, config: Config, display: Display | None) -> None:
+    """Launch, reap and show the chains until none is queued or running."""
+    last_update, told = -REFRESH_SECONDS, 0
+    run_dir, iterations = launcher.run_dir, config.sampler.iterations
+    while launcher.active:
+        launcher.launch()
+        time.sleep(0.2)
+        failed = launcher.reap()
+        if failed and display is not None:
+            with contextlib.suppress(OSError):  # the terminal may be gone (SIGHUP)
+                display.clear()
+        for chain_id, rc, log_file in failed:
+            why = launcher.errors[chain_id]
+            log.error("chain %d failed (exit %d): %s; see %s", chain_id, rc, why, log_file)
+        if display is None:
+            continue
+        with contextlib.suppress(OSError):
+            while told < min(launcher.signals_seen, 2):
+                told += 1
+                display.notice(STOPPING_LINE if told == 1 else KILLING_LINE)
+            now = time.monotonic()
+            if now - last_update >= REFRESH_SECONDS or failed or not launcher.active:
+                last_update = now
+                records = [run_dir.read_progress(k, iterations) for k in range(config.chains.count)]
+                display.update([launcher.shown(r) for r in records])
 
 
 def summarize(codes: dict[int, int]) -> None:

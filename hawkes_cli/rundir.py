@@ -220,11 +220,52 @@ class Checkpoint:
         )
 
 
+# TODO(lead): move to vocab (the phase names a user reads in `local` and `status`)
+PHASE_PENDING = "pending"  # no record yet (or the launcher has not started the chain)
+PHASE_STARTING = "starting"  # launched, its process not yet reporting (data, device set-up)
+PHASE_FAST_START = "fast start"  # searching for the mode, or waiting for another chain's search
+PHASE_WARMUP = "warm-up"
+PHASE_SAMPLING = "sampling"
+PHASE_FINISHED = "finished"
+PHASE_STOPPED = "stopped"  # stopped on request; resumable
+PHASE_FAILED = "failed"
+PHASES: tuple[str, ...] = (
+    PHASE_PENDING,
+    PHASE_STARTING,
+    PHASE_FAST_START,
+    PHASE_WARMUP,
+    PHASE_SAMPLING,
+    PHASE_FINISHED,
+    PHASE_STOPPED,
+    PHASE_FAILED,
+)
+
+
 @dataclass(frozen=True)
 class Progress:
-    """A chain's progress record (rank 0 rewrites it every few seconds).
+    """A chain's progress record (rank 0 rewrites it every few seconds and at each phase change).
 
-    ``status`` is ``pending`` (nothing written yet), ``running``, ``stopped`` or ``finished``.
+    ``status`` is ``pending`` (nothing written yet), ``running``, ``stopped``, ``finished`` or
+    ``failed``; ``phase`` (one of :data:`PHASES`) says what a running chain is doing. Records
+    written before phases existed have no ``phase``, ``warmup``, ``elapsed``, ``evaluations``,
+    ``best_log_post`` or ``note`` (read as None; :meth:`current_phase` derives one); members
+    this version does not know are kept in ``extra``.
+
+    Attributes
+    ----------
+    iteration, iterations
+        The next iteration to run, and the chain's total (warm-up included).
+    it_per_s
+        Iterations per second of this process's loop so far (None before its first).
+    acceptance
+        Share of this process's iterations that moved (None before its first).
+    elapsed
+        Seconds since this process began driving the chain (set-up excluded).
+    evaluations, best_log_post
+        The fast start's log posterior evaluations so far and the best value seen (the
+        search's, on the subsample scaled to the full data, then the full posterior's).
+    note
+        What the phase waits for (e.g. another chain's fast start), or None.
     """
 
     chain: int
@@ -238,6 +279,12 @@ class Progress:
     host: str | None = None
     pid: int | None = None
     updated: str | None = None
+    phase: str | None = None
+    warmup: int | None = None
+    elapsed: float | None = None
+    evaluations: int | None = None
+    best_log_post: float | None = None
+    note: str | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
@@ -252,6 +299,18 @@ class Progress:
             **{k: data[k] for k in known if k in data},
             extra={k: v for k, v in data.items() if k not in known},
         )
+
+    def current_phase(self) -> str:
+        """:attr:`phase`, or for a record without one (written before phases existed) the
+        status (``pending``, ``finished``, ``stopped``), or for a running one the warm-up or
+        sampling phase where the warm-up length is known, else ``running``."""
+        if self.phase:
+            return str(self.phase)
+        if self.status != "running":
+            return str(self.status)
+        if self.warmup is None:
+            return "running"
+        return PHASE_WARMUP if self.iteration < self.warmup else PHASE_SAMPLING
 
 
 # --------------------------------------------------------------------------- output guards

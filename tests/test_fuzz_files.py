@@ -44,8 +44,8 @@ from hawkes_cli.data import save_events
 from hawkes_cli.errors import HawkesError
 from hawkes_cli.model import Params
 from hawkes_cli.rundir import RunDir
-from hawkes_cli.runner import StopFlag
 from hawkes_cli.simulate import DensityGrid, simulate
+from hawkes_cli.stop import StopFlag
 from hawkes_cli.storage import read_chain, sidecar_path
 from tests.conftest import write_config_file
 

@@ -125,7 +125,8 @@ from hawkes_cli.config import load_config
 from hawkes_cli.distributed import DistributedLikelihood, serve
 from hawkes_cli.parallel import world_comm
 from hawkes_cli.posterior import LogPosterior, to_theta
-from hawkes_cli.runner import StopFlag, build_chain
+from hawkes_cli.runner import build_chain
+from hawkes_cli.stop import StopFlag
 
 config = load_config(sys.argv[1])
 comm = world_comm()

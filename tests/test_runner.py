@@ -20,9 +20,10 @@ from hawkes_cli.data import save_events
 from hawkes_cli.errors import StorageError
 from hawkes_cli.model import PARAM_NAMES, Params
 from hawkes_cli.rundir import RunDir
-from hawkes_cli.runner import StopFlag, run_chain
+from hawkes_cli.runner import run_chain
 from hawkes_cli.simulate import DensityGrid, simulate
 from hawkes_cli.start import StartResult
+from hawkes_cli.stop import StopFlag
 from hawkes_cli.storage import DRAW_FIELDS, read_chain, read_sidecar, sidecar_path
 from hawkes_cli.storage.record import record_digest as _record_digest
 from tests.conftest import write_config_file
@@ -443,5 +444,149 @@ def test_stop_flag_stops_when_the_launcher_is_gone(monkeypatch):
         monkeypatch.setattr(os, "getppid", lambda: 1)
         assert stop and stop.signum == signal.SIGHUP
     finally:
+        stop.uninstall()
         for s, handler in saved.items():
             signal.signal(s, handler)
+
+
+def test_stop_signals_are_held_until_the_flag_is_read():
+    """A flag installed first (as ``hawkes-run chain`` does, before numpy starts its threads)
+    holds the stop signals in every thread, so no handler runs mid-work (LLVM's deleted PoCL's
+    temporary build files: the chain failed instead of stopping), and takes a pending one when
+    read."""
+    script = (
+        "import os, signal, time\n"
+        "from hawkes_cli.stop import StopFlag\n"
+        "stop = StopFlag(); stop.install()\n"
+        "import numpy\n"  # threads started now hold the signals too
+        "os.kill(os.getpid(), signal.SIGTERM); time.sleep(0.2)\n"
+        "assert stop.signum is None and signal.SIGTERM in signal.sigpending()\n"
+        "assert stop.requested() and stop.signum == signal.SIGTERM\n"
+        "assert signal.SIGTERM not in signal.sigpending()\n"
+        "print('held')\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=60)  # fmt: skip
+    assert proc.returncode == 0 and proc.stdout == "held\n", proc.stderr
+
+
+def test_the_fast_start_reports_its_progress(tmp_path, events, monkeypatch):
+    """The chain's progress record follows its phases: the fast start (each search evaluation
+    counted, the best log posterior seen), then warm-up from iteration 0, sampling from the end
+    of warm-up, finished."""
+    from hawkes_cli.runner import progress
+
+    monkeypatch.setattr(progress, "PROGRESS_SECONDS", 0.0)  # every evaluation is written
+    over = TIERED | {"sampler__iterations": 30, "sampler__warmup": 10}
+    cfg = load_config(write_config(tmp_path, events, "phases", **over))
+    seen: list[dict] = []
+    run_chain(cfg, 0, on_progress=seen.append)
+    phases = [r["phase"] for r in seen]
+    assert [p for i, p in enumerate(phases) if i == 0 or p != phases[i - 1]] == [
+        "fast start", "warm-up", "sampling", "finished"]  # fmt: skip
+    searching = [r for r in seen if r["phase"] == "fast start"]
+    counts = [r["evaluations"] for r in searching]
+    assert counts == list(range(len(counts)))  # 0 at the search's start, then one per call
+    start = StartResult.from_json(
+        read_sidecar(RunDir(cfg.output.run_dir).chain_path(0))["checkpoint"]["start"]
+    )
+    assert counts[-1] == start.n_sub_evals + start.n_full_evals + start.n_cheap_evals
+    assert searching[-1]["best_log_post"] >= start.log_post  # the mode is among those seen
+    first = {p: next(r for r in seen if r["phase"] == p) for p in ("warm-up", "sampling")}
+    assert first["warm-up"]["iteration"] == 0 and first["sampling"]["iteration"] == 10
+    last = RunDir(cfg.output.run_dir).read_progress(0)
+    assert (last.status, last.phase, last.iteration, last.warmup) == ("finished", "finished", 30,
+                                                                      10)  # fmt: skip
+
+
+def _interrupt_local(path: Path, rd: RunDir, when) -> str:
+    """Start ``hawkes-run local PATH`` (output piped), send SIGINT once a chain's progress
+    record satisfies ``when``; check the stopping line came once and before the chains' stopped
+    lines, exit 75, and a stop within 20 s. Returns stdout."""
+    from hawkes_cli.local import STOPPING_LINE
+
+    count = load_config(path).chains.count
+    proc = subprocess.Popen(cli("local", str(path)), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    t0 = time.monotonic()
+    while not any(when(rd.read_progress(k)) for k in range(count)):
+        assert proc.poll() is None and time.monotonic() - t0 < 120, "the phase never came"
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGINT)
+    t1 = time.monotonic()
+    out, err = proc.communicate(timeout=120)
+    took = time.monotonic() - t1
+    assert proc.returncode == 75, err
+    assert took < 20, f"took {took:.1f} s to stop"
+    assert out.count(STOPPING_LINE) == 1 and "Traceback" not in err
+    assert out.index(STOPPING_LINE) < out.index("chain  0  stopped")
+    return out
+
+
+def test_ctrl_c_during_the_fast_start_stops_local_at_once_and_resumes(tmp_path, events):
+    """SIGINT to ``hawkes-run local`` while a chain searches (the other waits for it): one
+    stopping line at once, both chains stop during the fast start (nothing committed, their
+    records say stopped), exit 75; run again, the chains finish as if never stopped."""
+    # the search on all ~800 events (no subsample) lasts seconds: a signal lands within it
+    over = TIERED | {"sampler__iterations": 40, "sampler__warmup": 10,
+                     "sampler__start_subsample": 100_000}  # fmt: skip
+    ref = load_config(write_config(tmp_path, events, "ccref", **over))
+    run_chain(ref, 0)
+    path = write_config(tmp_path, events, "ctrlc", **over)
+    rd = RunDir(load_config(path).output.run_dir)
+    out = _interrupt_local(path, rd, lambda r: r.phase == "fast start" and not r.note)
+    assert "stopped: chains [0, 1] can be resumed" in out
+    for k in range(2):
+        assert rd.read_progress(k).phase == "stopped"
+        assert (read_sidecar(rd.chain_path(k)) or {}).get("checkpoint") is None
+    again = subprocess.run(cli("local", str(path)), capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr
+    want, got = draws(ref.output.run_dir), draws(rd.root)
+    for key in want:
+        np.testing.assert_array_equal(got[key], want[key], err_msg=key)
+
+
+def test_local_on_a_terminal_redraws_one_line_per_chain_in_place(tmp_path, events):
+    """stdout a terminal: every refresh moves the cursor up over the chains' lines and rewrites
+    them (no new line per refresh); the last frame shows both chains finished."""
+    import pty
+
+    path = write_config(tmp_path, events, "tty", sampler__iterations=150, sampler__warmup=50)
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(cli("local", str(path)), stdout=slave, stderr=subprocess.PIPE)
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # EIO: the terminal's other end is closed
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(master)
+    assert proc.wait(timeout=300) == 0, proc.stderr.read()
+    text = b"".join(chunks).decode().replace("\r\n", "\n")
+    ups = text.count("\x1b[2A")
+    assert ups >= 1
+    assert text.count("\n") == 2 * (ups + 1) + 2  # the block's frames, then done + diagnose
+    last = text.rsplit("\x1b[2A", 1)[1]
+    assert "chain  0  finished" in last and "chain  1  finished" in last
+
+
+def test_ctrl_c_while_waiting_for_another_chains_fast_start_stops_at_once(tmp_path, events):
+    """A chain that waits for the run's fast start (here: the start lock held by this test, as
+    by a hung chain) shows whose start it waits for, and SIGINT stops it at once."""
+    import fcntl
+
+    path = write_config(tmp_path, events, "waiting", **TIERED, chains__count=1)
+    rd = RunDir(load_config(path).output.run_dir)
+    rd.chains_dir.mkdir(parents=True)
+    with open(rd.chains_dir / "start.lock", "w") as lock:
+        lock.write("chain 7, pid 1 on elsewhere, since then")
+        lock.flush()
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        out = _interrupt_local(path, rd, lambda r: bool(r.note))
+    record = rd.read_progress(0)
+    assert record.note == "waiting for the fast start of chain 7" and record.phase == "stopped"
+    assert "chain  0  stopped" in out

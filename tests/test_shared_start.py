@@ -209,7 +209,7 @@ def test_a_stop_request_ends_the_search_within_an_evaluation(tmp_path, events): 
     """A signal during the fast start stops it at the next evaluation (not when the search
     ends): exit as stopped, nothing committed; the next run searches and runs to the end."""
     from hawkes_cli.errors import Interrupted
-    from hawkes_cli.runner import StopFlag
+    from hawkes_cli.stop import StopFlag
 
     class StopInSearch(StopFlag):
         def __init__(self) -> None:

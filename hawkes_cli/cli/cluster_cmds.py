@@ -120,8 +120,8 @@ def node_cmd(
     requeues the job when chains stopped early. With --ranks: one rank; its chain stops at an
     iteration boundary on SIGUSR1/SIGTERM/SIGINT after committing.
     """
-    from ..runner import StopFlag
     from ..slurm import launch_node, run_node_ranks
+    from ..stop import StopFlag
 
     if ranks:
         stop = StopFlag()

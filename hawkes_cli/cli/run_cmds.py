@@ -305,13 +305,15 @@ def chain_cmd(config_file: Path, chain_id: int, overwrite: bool) -> None:
     Stops cleanly at an iteration boundary on SIGTERM, SIGINT, SIGHUP or SIGUSR1 (exit code 75
     when stopped before the end), after committing its draws.
     """
+    from ..stop import StopFlag
+
+    stop = StopFlag()
+    stop.install()  # first: every thread started from here on holds the stop signals
     from ..config import load_config
     from ..errors import Interrupted
     from ..parallel import world_comm
-    from ..runner import StopFlag, run_chain
+    from ..runner import run_chain
 
-    stop = StopFlag()
-    stop.install()
     config = load_config(config_file)
     comm = world_comm()
     outcome = run_chain(config, chain_id, comm=comm, stop=stop, overwrite=overwrite)
@@ -327,15 +329,22 @@ def chain_cmd(config_file: Path, chain_id: int, overwrite: bool) -> None:
 @click.option("--jobs", type=int, default=None, help="Chains at once (default: all).")
 @click.option("--overwrite", is_flag=True, help="Discard existing chain files and start afresh.")
 def local_cmd(config_file: Path, jobs: int | None, overwrite: bool) -> None:
-    """Run all chains of CONFIG on this machine; run again to resume after a stop."""
+    """Run all chains of CONFIG on this machine; run again to resume after a stop.
+
+    On a terminal one line per chain is redrawn in place (phase, iterations, rate, elapsed,
+    ETA, acceptance); otherwise a time-stamped line per chain at each phase change and every
+    30 seconds.
+    """
     from ..config import load_config
     from ..local import run_local, summarize
     from ..rundir import RunDir
     from ..vocab import EXIT_STOPPED
+    from .progress_view import ProgressDisplay
 
     config = load_config(config_file)
     t0 = time.monotonic()
-    codes = run_local(config, jobs=jobs, overwrite=overwrite, report=_print_progress)
+    display = ProgressDisplay(sys.stdout, terminal=sys.stdout.isatty())
+    codes = run_local(config, jobs=jobs, overwrite=overwrite, display=display)
     summarize(codes)
     run_dir = config.output.run_dir
     stopped = sorted(k for k, rc in codes.items() if rc != 0)
@@ -346,19 +355,3 @@ def local_cmd(config_file: Path, jobs: int | None, overwrite: bool) -> None:
     click.echo(f"done in {time.monotonic() - t0:.0f} s: {config.chains.count} chains in "
                f"{RunDir(run_dir).chains_dir}")  # fmt: skip
     click.echo(f"diagnose with: hawkes-diagnose {shlex.quote(str(run_dir))}")
-
-
-def _print_progress(records: list[dict[str, Any]]) -> None:
-    """One progress block of ``local``: a time stamp, then a line per chain."""
-    parts = []
-    for r in records:
-        acc = r.get("acceptance")
-        rate = r.get("it_per_s")
-        parts.append(
-            f"  chain {r['chain']:>2} {r.get('status', ''):<8} {r.get('iteration', 0):>7}/"
-            f"{r.get('iterations', 0):<7}"
-            + (f" {rate:7.1f} it/s" if rate is not None else "")
-            + (f"  acc {acc:.2f}" if acc is not None else "")
-            + (f"  loglik {r['loglik']:.6g}" if r.get("loglik") is not None else "")
-        )
-    click.echo(time.strftime("%H:%M:%S") + "\n" + "\n".join(parts))

@@ -16,12 +16,12 @@ The pieces it ties together, each with one job:
   atomic commits with a typed :class:`~hawkes_cli.rundir.Checkpoint`, progress.
 
 All ranks of a chain run :func:`run_chain` together: rank 0 drives the sampler and writes the
-chain file; the other ranks replay its collective calls.
+chain file; the other ranks replay its collective calls. A stop request
+(:class:`hawkes_cli.stop.StopFlag`) is read at every iteration boundary and between the fast
+start's evaluations.
 
 Modules, imports flowing one way (each uses only those above it):
 
-- :mod:`.stop`: :class:`StopFlag` (signals set it; iteration boundaries and the fast start
-  read it);
 - :mod:`.setup`: :func:`build_chain` (events, area, likelihood, location stream, random
   streams) and :func:`default_initial`;
 - :mod:`.resume`: checking a checkpoint before the chain file is touched, and restoring it;
@@ -40,6 +40,5 @@ from __future__ import annotations
 from .chain import run_chain
 from .loop import ChainOutcome
 from .setup import build_chain, default_initial
-from .stop import StopFlag
 
-__all__ = ["ChainOutcome", "StopFlag", "build_chain", "default_initial", "run_chain"]
+__all__ = ["ChainOutcome", "build_chain", "default_initial", "run_chain"]

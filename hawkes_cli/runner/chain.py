@@ -9,26 +9,28 @@ once, iteration 0 and no draws, so it is never repeated), then runs the loop (:m
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..config import Config
 from ..distributed import ChainSetup, DistributedLikelihood, serve
-from ..errors import UsageError
+from ..errors import Interrupted, UsageError
 from ..parallel import Comm, SerialComm
 from ..posterior import LogPosterior
-from ..rundir import Checkpoint, RunDir
+from ..rundir import PHASE_FAILED, PHASE_STOPPED, Checkpoint, RunDir
 from ..sampler import Sampler, make_sampler
 from ..start import StartResult
 from ..start.chain import fast_start, first_state
+from ..stop import StopFlag
 from ..storage import DRAW_FIELDS, ChainMeta, ChainWriter, sidecar_path
 from ..vocab import PARAM_NAMES
 from .loop import ChainOutcome, _Loop
+from .progress import ProgressWriter
 from .resume import check_record, resume, start_result
 from .setup import build_chain
-from .stop import StopFlag
 
 log = logging.getLogger(__name__)
 
@@ -55,11 +57,13 @@ def run_chain(
     comm
         The chain's communicator (its ranks split the likelihood rows).
     stop
-        Stop flag (set by signal handlers); checked at every iteration boundary.
+        Stop flag (:class:`~hawkes_cli.stop.StopFlag`); read at every iteration boundary and
+        between the fast start's evaluations.
     overwrite
         Start afresh even if the chain file exists (otherwise resume from its checkpoint).
     on_progress
-        Called on rank 0 every few seconds with the progress record.
+        Called on rank 0 with the progress record (as JSON) at every write: each phase change
+        and every few seconds (:mod:`.progress`).
     """
     comm = comm or SerialComm()
     stop = StopFlag() if stop is None else stop  # (a StopFlag is falsy until set)
@@ -107,34 +111,70 @@ def _drive(
     overwrite: bool,
     on_progress: Callable[[dict], None] | None,
 ) -> ChainOutcome:
-    """Rank 0: open the chain file, start or resume, run the loop."""
-    config, rank = setup.config, setup.rank
-    posterior = LogPosterior.from_mapping(likelihood, config.priors)
+    """Rank 0: open the chain file, start or resume, run the loop.
+
+    Once the chain file is open (this process is the chain's one writer), the progress record
+    follows the chain from the fast start to the end, a stop or a failure.
+    """
+    config, sc = setup.config, setup.config.sampler
     path = RunDir.of(config).chain_path(setup.chain_id)
     path.parent.mkdir(parents=True, exist_ok=True)
     check = functools.partial(check_record, setup, str(sidecar_path(path)))
     writer, payload = ChainWriter.open(path, _chain_meta(setup), overwrite=overwrite, check=check)
+    progress = ProgressWriter(
+        setup.chain_id, sc.iterations, sc.warmup, config.output.run_dir, on_progress
+    )
     try:
-        passes0 = rank.pair_passes
-        if payload is not None:
-            where = f"checkpoint of {path}"
-            checkpoint = Checkpoint.from_json(payload, where)
-            start = start_result(checkpoint, where)
-            sampler = _make_sampler(config, posterior, start)
-            state, current = resume(setup, likelihood, posterior, checkpoint)
-            first = checkpoint.iteration
-            log.info("chain %d: resuming at iteration %d", setup.chain_id, first)
-        else:
-            start = fast_start(setup, likelihood, posterior) if config.sampler.fast_start else None
-            sampler = _make_sampler(config, posterior, start)
-            state, current = first_state(setup, posterior, sampler, start)
-            first = 0
-        loop = _Loop(setup, likelihood, posterior, sampler, writer, stop, on_progress, start)
-        if payload is None and start is not None:
-            loop.commit(state, current, 0)  # the search is never repeated
-        return loop.run(state, current, first, rank.pair_passes - passes0)
+        resumed = None if payload is None else (payload, f"checkpoint of {path}")
+        return _start_and_run(setup, likelihood, stop, writer, resumed, progress)
+    except Interrupted:
+        _end_quietly(progress, PHASE_STOPPED)
+        raise
+    except Exception:
+        _end_quietly(progress, PHASE_FAILED)
+        raise
     finally:
         writer.close()
+
+
+def _start_and_run(
+    setup: ChainSetup,
+    likelihood: DistributedLikelihood,
+    stop: StopFlag,
+    writer: ChainWriter,
+    resumed: tuple[Mapping[str, Any], str] | None,
+    progress: ProgressWriter,
+) -> ChainOutcome:
+    """Resume from ``resumed`` (the checkpoint payload, and where it is for messages), or start
+    afresh (committing a fast start at once); then run the loop."""
+    config, rank = setup.config, setup.rank
+    posterior = LogPosterior.from_mapping(likelihood, config.priors)
+    passes0 = rank.pair_passes
+    if resumed is not None:
+        payload, where = resumed
+        checkpoint = Checkpoint.from_json(payload, where)
+        start = start_result(checkpoint, where)
+        sampler = _make_sampler(config, posterior, start)
+        state, current = resume(setup, likelihood, posterior, checkpoint)
+        first = checkpoint.iteration
+        log.info("chain %d: resuming at iteration %d", setup.chain_id, first)
+    else:
+        start = None
+        if config.sampler.fast_start:
+            start = fast_start(setup, likelihood, posterior, report=progress)
+        sampler = _make_sampler(config, posterior, start)
+        state, current = first_state(setup, posterior, sampler, start)
+        first = 0
+    loop = _Loop(setup, likelihood, posterior, sampler, writer, stop, progress, start)
+    if resumed is None and start is not None:
+        loop.commit(state, current, 0)  # the search is never repeated
+    return loop.run(state, current, first, rank.pair_passes - passes0)
+
+
+def _end_quietly(progress: ProgressWriter, phase: str) -> None:
+    """Record how the call ended, never hiding the error that ended it (a full disk)."""
+    with contextlib.suppress(OSError):
+        progress.end(phase)
 
 
 def _make_sampler(

@@ -21,20 +21,19 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..distributed import ChainSetup, DistributedLikelihood
 from ..posterior import Density, LogPosterior
-from ..rundir import Checkpoint
+from ..rundir import PHASE_FINISHED, PHASE_STOPPED, Checkpoint
 from ..sampler import Sampler, SamplerState, StepInfo
 from ..start import StartResult
+from ..stop import StopFlag
 from ..storage import ChainWriter
 from ..vocab import PARAM_NAMES
 from .progress import ProgressWriter
-from .stop import StopFlag
 
 log = logging.getLogger(__name__)
 
@@ -96,7 +95,7 @@ class _Loop:
         sampler: Sampler,
         writer: ChainWriter,
         stop: StopFlag,
-        on_progress: Callable[[dict], None] | None,
+        progress: ProgressWriter,
         start: StartResult | None = None,
     ) -> None:
         self.setup = setup
@@ -105,7 +104,7 @@ class _Loop:
         self.sampler = sampler
         self.writer = writer
         self.stop = stop
-        self.on_progress = on_progress
+        self.progress = progress
         self.start = None if start is None else start.to_json()
 
     def run(
@@ -117,9 +116,8 @@ class _Loop:
         """
         setup, writer, rank = self.setup, self.writer, self.setup.rank
         cfg, sc = setup.config, setup.config.sampler
-        progress = ProgressWriter(
-            setup.chain_id, sc.iterations, first, cfg.output.run_dir, self.on_progress
-        )
+        progress = self.progress
+        progress.begin(first, current.loglik, writer.n_committed)
         it = first
         stopped = False
         t0 = time.perf_counter()
@@ -159,7 +157,7 @@ class _Loop:
             rank.bound_exceedances,
             rank.worst_bound,
         )
-        self._report_end(outcome, progress, current)
+        self._report_end(outcome, current)
         return outcome
 
     def _boundary(self, it: int, state: SamplerState) -> bool:
@@ -179,9 +177,7 @@ class _Loop:
         self.posterior.pin(state.theta)
         return self.likelihood.boundary_stop()
 
-    def _report_end(
-        self, outcome: ChainOutcome, progress: ProgressWriter, current: Density
-    ) -> None:
+    def _report_end(self, outcome: ChainOutcome, current: Density) -> None:
         """The last progress record and the end's WARNING lines (bounds above the tolerance,
         a stop)."""
         setup = self.setup
@@ -195,8 +191,8 @@ class _Loop:
                 setup.config.engine.tolerance,
                 outcome.worst_bound,
             )
-        status = "stopped" if outcome.stopped else "finished"
-        progress.write(current.loglik, outcome.draws_committed, status)
+        phase = PHASE_STOPPED if outcome.stopped else PHASE_FINISHED
+        self.progress.end(phase, current.loglik, outcome.draws_committed)
         if outcome.stopped:
             log.warning(
                 "chain %d: stopped at iteration %d (signal %s); %d draws committed; run again "

@@ -1,65 +1,190 @@
-"""Rank 0's progress record (``chains/chain-XX.progress.json``), rewritten every few seconds."""
+"""Rank 0's progress record (``chains/chain-XX.progress.json``): what the chain is doing.
+
+One :class:`ProgressWriter` per call of :func:`~hawkes_cli.runner.run_chain` follows the chain
+through its phases (:data:`~hawkes_cli.rundir.PHASES`): the fast start (the search reports its
+evaluations and best log posterior; a chain waiting for another's search says so), the warm-up
+and sampling iterations, and how the call ended (finished, stopped, failed). The record is
+written at once at every phase change and at most every :data:`PROGRESS_SECONDS` within a
+phase; ``hawkes-run local`` renders it (:mod:`hawkes_cli.cli.progress_view`).
+"""
 
 from __future__ import annotations
 
 import logging
+import math
 import os
 import socket
 import time
+from collections.abc import Callable
+from pathlib import Path
 
-from ..rundir import Progress, RunDir
+from ..rundir import (
+    PHASE_FAILED,
+    PHASE_FAST_START,
+    PHASE_FINISHED,
+    PHASE_SAMPLING,
+    PHASE_STOPPED,
+    PHASE_WARMUP,
+    Progress,
+    RunDir,
+)
 
 log = logging.getLogger(__name__)
 
 __all__ = ["PROGRESS_SECONDS", "ProgressWriter"]
 
 PROGRESS_SECONDS = 2.0
+_STATUS = {PHASE_FINISHED: "finished", PHASE_STOPPED: "stopped", PHASE_FAILED: "failed"}
 
 
 class ProgressWriter:
-    """Rank 0's progress record: iteration, rate, acceptance, log-likelihood."""
+    """Rank 0's progress record of one chain: phase, iteration, rate, acceptance, fast start.
 
-    def __init__(self, chain_id, iterations, start, run_dir, callback) -> None:
-        self.chain_id, self.iterations, self.start = chain_id, iterations, start
+    Parameters
+    ----------
+    chain_id
+        0-based chain number.
+    iterations, warmup
+        The chain's iterations (warm-up included) and warm-up iterations.
+    run_dir
+        The run directory the record goes to.
+    callback
+        Called with the record (as JSON) at every write, or None.
+    clock
+        Seconds (monotonic); the elapsed time and the rate are measured with it.
+    """
+
+    def __init__(
+        self,
+        chain_id: int,
+        iterations: int,
+        warmup: int,
+        run_dir: str | Path,
+        callback: Callable[[dict], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.chain_id, self.iterations, self.warmup = chain_id, iterations, warmup
         self.run_dir = RunDir(run_dir)
         self.callback = callback
-        self.t0 = self.last = time.monotonic()
-        self.it = start
+        self.clock = clock
+        self.t0 = clock()
+        self.last = -math.inf
+        self.phase: str | None = None
+        self.first = self.it = 0
+        self.t_loop: float | None = None
         self.accepted = 0
+        self.loglik: float | None = None
+        self.committed = 0
+        self.evaluations: int | None = None
+        self.best: float | None = None
+        self.note: str | None = None
+
+    # ---- the fast start (hawkes_cli.start.chain.StartReport)
+    def searching(self, evaluations: int, best: float | None) -> None:
+        """The fast start's search: ``evaluations`` so far, the best log posterior seen."""
+        self.evaluations, self.best, self.note = evaluations, best, None
+        if self._due(PHASE_FAST_START):
+            self._write()
+
+    def waiting(self, holder: str, seconds: float) -> None:
+        """Waiting ``seconds`` so far for the fast start of ``holder`` (another chain, as its
+        lock names it: ``chain 0, pid ... on HOST, since ...``; the note keeps ``chain 0``)."""
+        self.note = f"waiting for the fast start of {holder.partition(',')[0]}"
+        if self._due(PHASE_FAST_START):
+            self._write()
+
+    # ---- the iterations
+    def begin(self, first: int, loglik: float, committed: int) -> None:
+        """The loop starts at iteration ``first`` (written at once)."""
+        self.first = self.it = first
+        self.t_loop = self.clock()
+        self.loglik, self.committed = loglik, committed
+        self.evaluations = self.best = self.note = None
+        self._due(self._loop_phase(), force=True)
+        self._write()
 
     def step(self, accepted: bool, loglik: float, committed: int) -> None:
+        """One iteration done (written at a phase change or every few seconds)."""
         self.it += 1
         self.accepted += bool(accepted)
-        now = time.monotonic()
-        if now - self.last >= PROGRESS_SECONDS:
-            self.last = now
-            self.write(loglik, committed, "running")
+        self.loglik, self.committed = loglik, committed
+        if self._due(self._loop_phase()):
+            self._write()
 
-    def write(self, loglik: float, committed: int, status: str) -> None:
-        done = self.it - self.start
-        elapsed = max(time.monotonic() - self.t0, 1e-9)
-        record = Progress(
+    def end(self, phase: str, loglik: float | None = None, committed: int | None = None) -> None:
+        """How this call ended: :data:`~hawkes_cli.rundir.PHASE_FINISHED`, ``STOPPED`` or
+        ``FAILED`` (written at once)."""
+        if loglik is not None:
+            self.loglik = loglik
+        if committed is not None:
+            self.committed = committed
+        self._due(phase, force=True)
+        self._write()
+
+    def _loop_phase(self) -> str:
+        return PHASE_WARMUP if self.it < self.warmup else PHASE_SAMPLING
+
+    def _due(self, phase: str, force: bool = False) -> bool:
+        """Whether to write now: a new phase, ``force``, or :data:`PROGRESS_SECONDS` since the
+        last write; sets the phase."""
+        now = self.clock()
+        if not (force or phase != self.phase or now - self.last >= PROGRESS_SECONDS):
+            return False
+        self.phase, self.last = phase, now
+        return True
+
+    def record(self) -> Progress:
+        """The record as it stands."""
+        now = self.clock()
+        done = self.it - self.first
+        rate = None
+        if self.t_loop is not None:
+            rate = done / max(now - self.t_loop, 1e-9)
+        return Progress(
             chain=self.chain_id,
-            status=status,
+            status=_STATUS.get(self.phase or "", "running"),
             iteration=self.it,
             iterations=self.iterations,
-            it_per_s=done / elapsed,
+            it_per_s=rate,
             acceptance=self.accepted / done if done else None,
-            loglik=loglik,
-            draws_committed=committed,
+            loglik=self.loglik,
+            draws_committed=self.committed,
             host=socket.gethostname(),
             pid=os.getpid(),
             updated=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            phase=self.phase,
+            warmup=self.warmup,
+            elapsed=now - self.t0,
+            evaluations=self.evaluations,
+            best_log_post=self.best,
+            note=self.note,
         )
+
+    def _write(self) -> None:
+        record = self.record()
         self.run_dir.write_progress(record)
-        log.info(
-            "chain %d: %d/%d  %.3g it/s  acc %.2f  loglik %.6g",
-            self.chain_id,
-            self.it,
-            self.iterations,
-            record.it_per_s,
-            record.acceptance or 0.0,
-            loglik,
-        )
+        self._log(record)
         if self.callback is not None:
             self.callback(record.to_json())
+
+    def _log(self, record: Progress) -> None:
+        """The chain log's INFO line of a write (none at the loop's start)."""
+        if record.phase == PHASE_FAST_START:
+            if record.note is None:
+                best = record.best_log_post
+                log.info(
+                    "chain %d: fast start: %d evaluations, best log posterior %s",
+                    self.chain_id,
+                    record.evaluations or 0,
+                    "-" if best is None else f"{best:.6g}",
+                )
+        elif self.t_loop is not None and (self.it > self.first or record.status != "running"):
+            log.info(
+                "chain %d: %d/%d  %.3g it/s  acc %.2f  loglik %.6g",
+                self.chain_id,
+                self.it,
+                self.iterations,
+                record.it_per_s,
+                record.acceptance or 0.0,
+                math.nan if self.loglik is None else self.loglik,
+            )

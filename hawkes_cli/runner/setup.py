@@ -23,7 +23,7 @@ from ..engine import Likelihood, make_likelihood
 from ..parallel import Comm
 from ..resample import LocationStream, make_resampler
 from ..start.subsample import start_locations, subsample_likelihood
-from .stop import StopFlag
+from ..stop import StopFlag
 
 __all__ = ["build_chain", "default_initial"]
 

@@ -25,7 +25,7 @@ from .devices import DeviceChoice, check_devices, choose_device
 from .plan import NodePlan, Plan, RankSlot, make_plan
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..runner import StopFlag
+    from ..stop import StopFlag
 
 log = logging.getLogger(__name__)
 

@@ -12,14 +12,16 @@ R-hat keeps its meaning).
 
 A stop request (the rank's stop flag) ends the search within one evaluation and the wait for
 another chain's search within a poll, with :class:`~hawkes_cli.errors.Interrupted`: nothing is
-committed before the start is.
+committed before the start is. Both report their progress to a :class:`StartReport` (the
+chain's progress record): the evaluations so far and the best log posterior, or whose search
+the chain waits for.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from typing import Any
+import math
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -31,11 +33,12 @@ from ..sampler import Sampler, SamplerState
 from ..vocab import PARAM_NAMES
 from .find import find_start, overdispersed_starts
 from .result import StartResult
+from .search import LogPost
 from .shared import SharedStart, shared_start, start_key
 
 log = logging.getLogger(__name__)
 
-__all__ = ["fast_start", "first_state", "natural", "stop_requested"]
+__all__ = ["StartReport", "fast_start", "first_state", "natural", "stop_requested"]
 
 INIT_JITTER = 0.3  # sd of each chain's random start around the initial values, log scale
 #: Data whose events outnumber their distinct times this many times over are on a day lattice
@@ -46,6 +49,16 @@ N_TAU_STARTS = 5
 #: Over-dispersed start draws tried (each must have a finite log posterior) before a chain
 #: starts at the mode itself.
 MAX_START_DRAWS = 20
+
+
+class StartReport(Protocol):
+    """Where the fast start reports its progress (the chain's progress record)."""
+
+    def searching(self, evaluations: int, best: float | None) -> None:
+        """The search made ``evaluations`` so far; ``best``: the best log posterior seen."""
+
+    def waiting(self, holder: str, seconds: float) -> None:
+        """The chain has waited ``seconds`` for the fast start of ``holder``."""
 
 
 def natural(theta: Any) -> dict[str, float]:
@@ -62,18 +75,22 @@ def stop_requested(setup: ChainSetup) -> bool:
 
 
 def fast_start(
-    setup: ChainSetup, likelihood: DistributedLikelihood, posterior: LogPosterior
+    setup: ChainSetup,
+    likelihood: DistributedLikelihood,
+    posterior: LogPosterior,
+    report: StartReport | None = None,
 ) -> StartResult:
     """``initial: auto``: the run's shared fast start (:mod:`.shared`).
 
     The first chain of the run directory to get here searches (:func:`_search`) and writes the
     result; the others wait for it, read it and restore the truncation cut-off the search
-    left, so their draws are those of a chain that searched itself.
+    left, so their draws are those of a chain that searched itself. ``report`` hears of the
+    search's evaluations, or of the wait.
     """
     config = setup.config
 
     def compute() -> SharedStart:
-        result = _search(setup, likelihood, posterior)
+        result = _search(setup, likelihood, posterior, _Evaluations(setup, report))
         return SharedStart(result, setup.rank.truncation_state(), setup.chain_id)
 
     key = start_key(config.sha256, setup.rank.comm.size, setup.data)
@@ -83,6 +100,7 @@ def fast_start(
         compute,
         chain_id=setup.chain_id,
         should_stop=lambda: stop_requested(setup),
+        on_wait=None if report is None else report.waiting,
     )
     if reused:
         likelihood.restore(None, shared.truncation)
@@ -96,30 +114,54 @@ def fast_start(
     return shared.result
 
 
-def _stoppable(log_post: Callable[[np.ndarray], float], setup: ChainSetup) -> Callable:
-    """``log_post`` that raises :class:`Interrupted` once this rank's stop flag is set, so a
-    signal stops the fast start within one evaluation (nothing is committed before it ends)."""
+class _Evaluations:
+    """The search's log posteriors, counted: each call first reads the stop flag (raising
+    :class:`Interrupted` once it is set, so a signal stops the fast start within one
+    evaluation; nothing is committed before it ends), then tells ``report`` the count and the
+    best value so far."""
 
-    def evaluate(theta: np.ndarray) -> float:
-        if stop_requested(setup):
-            raise Interrupted(
-                f"chain {setup.chain_id}: stopped during the fast start; nothing was committed, "
-                "run again to resume (the search starts over)"
-            )
-        return log_post(theta)
+    def __init__(self, setup: ChainSetup, report: StartReport | None) -> None:
+        self.setup, self.report = setup, report
+        self.n = 0
+        self.best: float | None = None
 
-    return evaluate
+    def begin(self) -> None:
+        """Report the search's start (no evaluation yet)."""
+        if self.report is not None:
+            self.report.searching(0, None)
+
+    def wrap(self, log_post: LogPost) -> LogPost:
+        """``log_post`` (theta -> float), stoppable and counted."""
+
+        def evaluate(theta: np.ndarray) -> float:
+            if stop_requested(self.setup):
+                raise Interrupted(
+                    f"chain {self.setup.chain_id}: stopped during the fast start; nothing was "
+                    "committed, run again to resume (the search starts over)"
+                )
+            value = log_post(theta)
+            self.n += 1
+            if math.isfinite(value) and (self.best is None or value > self.best):
+                self.best = float(value)
+            if self.report is not None:
+                self.report.searching(self.n, self.best)
+            return value
+
+        return evaluate
 
 
 def _search(
-    setup: ChainSetup, likelihood: DistributedLikelihood, posterior: LogPosterior
+    setup: ChainSetup,
+    likelihood: DistributedLikelihood,
+    posterior: LogPosterior,
+    evaluations: _Evaluations,
 ) -> StartResult:
     """The posterior mode and its curvature (the same for every chain).
 
     Searched from :attr:`ChainSetup.initial` and from ``tau_t`` log-spaced from 1 day to the
     data's span, on the log-likelihood of a subsample scaled by ``N / n`` (on the chain's own
     posterior when the data have at most ``start_subsample`` events); curvature and polish on
-    the full posterior. Every evaluation is collective.
+    the full posterior. Every evaluation is collective (and counted in ``evaluations``).
     """
     config, data, rank = setup.config, setup.data, setup.rank
     n_sub = min(data.n, config.sampler.start_subsample)
@@ -137,11 +179,12 @@ def _search(
     passes0 = rank.pair_passes, rank.subsample_pair_passes
     # a run that redraws locations searches on one draw of them (so do its subsample's events)
     moved = likelihood.use_search_locations()
+    evaluations.begin()
     try:
         result = find_start(
-            _stoppable(posterior, setup),
+            evaluations.wrap(posterior),
             to_theta(setup.initial),
-            subsample_log_post=_stoppable(search, setup),
+            subsample_log_post=evaluations.wrap(search),
             tau_index=tau_index,
             tau_starts=tau_starts,
             cheap=cheap,

@@ -164,6 +164,7 @@ def shared_start(
     *,
     chain_id: int,
     should_stop: Callable[[], bool] = lambda: False,
+    on_wait: Callable[[str, float], None] | None = None,
 ) -> tuple[SharedStart, bool]:
     """The run's fast start: read from ``path`` if written for ``key``, else computed and written.
 
@@ -179,6 +180,8 @@ def shared_start(
         This chain (for messages).
     should_stop
         Polled while waiting for the lock: true stops the wait with :class:`Interrupted`.
+    on_wait
+        Called at every poll of that wait with who holds the lock and the seconds waited.
 
     Returns
     -------
@@ -187,7 +190,7 @@ def shared_start(
     """
     path = Path(path)
     lock = path.with_name(path.stem + ".lock")
-    with _exclusive(lock, chain_id, should_stop) as locked:
+    with _exclusive(lock, chain_id, should_stop, on_wait) as locked:
         if locked:
             cached = _read(path, key)
             if cached is not None:
@@ -251,10 +254,15 @@ def _holder(fd: int) -> str:
 
 
 @contextlib.contextmanager
-def _exclusive(lock_path: Path, chain_id: int, should_stop: Callable[[], bool]) -> Iterator[bool]:
+def _exclusive(
+    lock_path: Path,
+    chain_id: int,
+    should_stop: Callable[[], bool],
+    on_wait: Callable[[str, float], None] | None = None,
+) -> Iterator[bool]:
     """Hold an exclusive ``flock`` on ``lock_path`` (yields True), waiting while another chain
-    holds it (up to :func:`wait_limit` seconds, or until ``should_stop``); yields False where
-    locks do not work (no sharing then)."""
+    holds it (up to :func:`wait_limit` seconds, or until ``should_stop``; ``on_wait`` hears of
+    each poll); yields False where locks do not work (no sharing then)."""
     limit = wait_limit()
     try:
         fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -287,6 +295,8 @@ def _exclusive(lock_path: Path, chain_id: int, should_stop: Callable[[], bool]) 
                     f"of {holder} (lock {lock_path}); if that process is stopped or hung, end "
                     f"it and run again, or set {START_WAIT_ENV} to wait longer"
                 )
+            if on_wait is not None:
+                on_wait(holder, waited)
             if waited - reported >= REPORT_SECONDS:
                 log.info(
                     "chain %d: waiting %.0f s for the fast start of %s (gives up after %.0f s)",
