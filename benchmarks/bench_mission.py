@@ -347,7 +347,7 @@ def profile_split(path: Path) -> dict | None:
                 if any(k in f for f in ours[-3:] for k in keys):
                     label = name
                     break
-            if any("start.py" in f or "shared_start" in f for f in ours):
+            if any("hawkes_cli/start/" in f for f in ours):
                 label = "fast start"
         counts[label] += int(n)
     total = sum(counts.values())

@@ -33,16 +33,16 @@ from typing import Protocol
 from .config import Config
 from .errors import HawkesError
 from .parallel import find_mpiexec
-from .rundir import (
+from .rundir import Progress, RunDir
+from .vocab import (
+    EXIT_STOPPED,
+    LAUNCHER_PID_ENV,
     PHASE_FAILED,
     PHASE_FINISHED,
     PHASE_PENDING,
     PHASE_STARTING,
     PHASE_STOPPED,
-    Progress,
-    RunDir,
 )
-from .vocab import EXIT_STOPPED, LAUNCHER_PID_ENV
 
 log = logging.getLogger(__name__)
 

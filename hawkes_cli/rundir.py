@@ -36,6 +36,7 @@ from . import atomic
 from .config.load import CONFIG_NAME, header_sha256, resolved_text
 from .errors import OtherRunError, StorageError, UsageError
 from .storage import is_chain_file, read_chain, read_sidecar, sidecar_path, writer_holder
+from .vocab import PHASE_SAMPLING, PHASE_WARMUP
 
 if TYPE_CHECKING:  # pragma: no cover
     from .config import Config
@@ -218,27 +219,6 @@ class Checkpoint:
             bound_exceedances=bound_exceedances,
             worst_bound=float(worst_bound),
         )
-
-
-# TODO(lead): move to vocab (the phase names a user reads in `local` and `status`)
-PHASE_PENDING = "pending"  # no record yet (or the launcher has not started the chain)
-PHASE_STARTING = "starting"  # launched, its process not yet reporting (data, device set-up)
-PHASE_FAST_START = "fast start"  # searching for the mode, or waiting for another chain's search
-PHASE_WARMUP = "warm-up"
-PHASE_SAMPLING = "sampling"
-PHASE_FINISHED = "finished"
-PHASE_STOPPED = "stopped"  # stopped on request; resumable
-PHASE_FAILED = "failed"
-PHASES: tuple[str, ...] = (
-    PHASE_PENDING,
-    PHASE_STARTING,
-    PHASE_FAST_START,
-    PHASE_WARMUP,
-    PHASE_SAMPLING,
-    PHASE_FINISHED,
-    PHASE_STOPPED,
-    PHASE_FAILED,
-)
 
 
 @dataclass(frozen=True)

@@ -95,6 +95,26 @@ LAUNCHER_PID_ENV = "HAWKES_LAUNCHER_PID"
 START_WAIT_ENV = "HAWKES_START_WAIT"
 START_WAIT_SECONDS = 3600.0
 
+#: What a chain is doing, as `hawkes-run local` and `status` show it (its progress record).
+PHASE_PENDING = "pending"  # no record yet (or the launcher has not started the chain)
+PHASE_STARTING = "starting"  # launched, its process not yet reporting (data, device set-up)
+PHASE_FAST_START = "fast start"  # searching for the mode, or waiting for another chain's search
+PHASE_WARMUP = "warm-up"
+PHASE_SAMPLING = "sampling"
+PHASE_FINISHED = "finished"
+PHASE_STOPPED = "stopped"  # stopped on request; resumable
+PHASE_FAILED = "failed"
+PHASES: tuple[str, ...] = (
+    PHASE_PENDING,
+    PHASE_STARTING,
+    PHASE_FAST_START,
+    PHASE_WARMUP,
+    PHASE_SAMPLING,
+    PHASE_FINISHED,
+    PHASE_STOPPED,
+    PHASE_FAILED,
+)
+
 #: Exit code of a chain (or launcher) that stopped on request after committing its draws
 #: (SIGTERM, SIGINT, SIGUSR1): EX_TEMPFAIL, "run again to resume".
 EXIT_STOPPED = 75

@@ -269,7 +269,7 @@ def test_a_fresh_build_prints_nothing_on_stderr(tmp_path):
 
 
 def test_truncated_source_changes_the_default_engines_fingerprint(tmp_path, monkeypatch):
-    """The chain files' ``kernel_sha256`` (the likelihood's fingerprint, runner._chain_meta)
+    """The chain files' ``kernel_sha256`` (the likelihood's fingerprint, runner.chain._chain_meta)
     covers ``truncated.cl``, which the default engine (tolerance > 0) compiles: changing only
     that file changes it, and the exact engine's fingerprint does not move."""
     import shutil

@@ -155,7 +155,7 @@ def test_fast_start_of_a_run_that_redraws_locations_searches_on_a_draw(tmp_path,
     the file's points (at 1M cases the file's hospital points put the mode thousands of nats
     away from where the chains go)."""
     from hawkes_cli.data import load_events, resolve_area
-    from hawkes_cli.engine import make_likelihood
+    from hawkes_cli.engine import build_likelihood
     from hawkes_cli.posterior import LogPosterior
     from hawkes_cli.resample import make_resampler
     from hawkes_cli.start.subsample import start_locations
@@ -168,7 +168,13 @@ def test_fast_start_of_a_run_that_redraws_locations_searches_on_a_draw(tmp_path,
         read_sidecar(RunDir(cfg.output.run_dir).chain_path(0))["checkpoint"]["start"]
     )
     data = load_events(cfg.data.events)
-    lik = make_likelihood(data, **cfg.likelihood_options(resolve_area(cfg, data)))
+    lik = build_likelihood(
+        data,
+        cfg.engine,
+        model=cfg.model.kind,
+        area=resolve_area(cfg, data),
+        window_end=cfg.data.window_end,
+    )
     posterior = LogPosterior.from_mapping(lik, cfg.priors)
     at_file = posterior(start.theta)
     lik.set_locations(*start_locations(*make_resampler(cfg, data), cfg.sampler.seed))

@@ -17,14 +17,14 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TextIO
 
-from ..rundir import (
+from ..rundir import Progress
+from ..vocab import (
     PHASE_FAILED,
     PHASE_FAST_START,
     PHASE_PENDING,
     PHASE_SAMPLING,
     PHASE_STARTING,
     PHASE_WARMUP,
-    Progress,
 )
 
 __all__ = [

@@ -412,20 +412,6 @@ class Config:
         """SHA-256 hex digest of :meth:`to_yaml`: equal for configs that resolve the same."""
         return hashlib.sha256(self.to_yaml().encode("utf-8")).hexdigest()
 
-    def likelihood_options(self, area: float) -> dict[str, Any]:
-        """The keyword arguments of :func:`~hawkes_cli.engine.make_likelihood` this config sets
-        (model, engine section, ``data.window_end``) for a study region of ``area``."""
-        return dict(
-            model=self.model.kind,
-            area=area,
-            engine=self.engine.backend,
-            precision=self.engine.precision,
-            device=self.engine.device,
-            window_end=self.data.window_end,
-            tolerance=self.engine.tolerance,
-            background=self.engine.background,
-        )
-
 
 def _plain(f: dataclasses.Field[Any], value: Any) -> Any:
     """A field's value as plain YAML: paths as text, mappings as dicts (``sampler.initial``

@@ -20,13 +20,13 @@ from ..distributed import ChainSetup, DistributedLikelihood, serve
 from ..errors import Interrupted, UsageError
 from ..parallel import Comm, SerialComm
 from ..posterior import LogPosterior
-from ..rundir import PHASE_FAILED, PHASE_STOPPED, Checkpoint, RunDir
+from ..rundir import Checkpoint, RunDir
 from ..sampler import Sampler, make_sampler
 from ..start import StartResult
 from ..start.chain import fast_start, first_state
 from ..stop import StopFlag
 from ..storage import DRAW_FIELDS, ChainMeta, ChainWriter, sidecar_path
-from ..vocab import PARAM_NAMES
+from ..vocab import PARAM_NAMES, PHASE_FAILED, PHASE_STOPPED
 from .loop import ChainOutcome, _Loop
 from .progress import ProgressWriter
 from .resume import check_record, resume, start_result

@@ -27,12 +27,12 @@ import numpy as np
 
 from ..distributed import ChainSetup, DistributedLikelihood
 from ..posterior import Density, LogPosterior
-from ..rundir import PHASE_FINISHED, PHASE_STOPPED, Checkpoint
+from ..rundir import Checkpoint
 from ..sampler import Sampler, SamplerState, StepInfo
 from ..start import StartResult
 from ..stop import StopFlag
 from ..storage import ChainWriter
-from ..vocab import PARAM_NAMES
+from ..vocab import PARAM_NAMES, PHASE_FINISHED, PHASE_STOPPED
 from .progress import ProgressWriter
 
 log = logging.getLogger(__name__)

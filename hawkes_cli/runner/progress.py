@@ -18,15 +18,14 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from ..rundir import (
+from ..rundir import Progress, RunDir
+from ..vocab import (
     PHASE_FAILED,
     PHASE_FAST_START,
     PHASE_FINISHED,
     PHASE_SAMPLING,
     PHASE_STOPPED,
     PHASE_WARMUP,
-    Progress,
-    RunDir,
 )
 
 log = logging.getLogger(__name__)

@@ -19,10 +19,10 @@ import numpy as np
 from ..config import Config
 from ..data import EventData, load_events, resolve_area
 from ..distributed import ChainRank, ChainSetup
-from ..engine import Likelihood, make_likelihood
+from ..engine import Likelihood, build_likelihood
 from ..parallel import Comm
 from ..resample import LocationStream, make_resampler
-from ..start.subsample import start_locations, subsample_likelihood
+from ..start.subsample import LikelihoodOf, start_locations, subsample_likelihood
 from ..stop import StopFlag
 
 __all__ = ["build_chain", "default_initial"]
@@ -62,17 +62,26 @@ def build_chain(config: Config, chain_id: int, comm: Comm, stop: StopFlag) -> Ch
     initial = default_initial(data, area)
     if not sc.fast_start:
         initial |= dict(sc.initial)
-    engine_options: dict[str, Any] = config.likelihood_options(area) | dict(
-        comm=comm,
-        # the truncated trigger's uneven row work is balanced at the initial lengthscales
-        balance=(initial["sigma_x"], initial["sigma_t"]),
-    )
-    likelihood = make_likelihood(data, **engine_options)
+    # the truncated trigger's uneven row work is balanced at the initial lengthscales
+    balance = (initial["sigma_x"], initial["sigma_t"])
+
+    def likelihood_of(events: EventData, window_end: float | None) -> Likelihood:
+        return build_likelihood(
+            events,
+            config.engine,
+            model=config.model.kind,
+            area=area,
+            comm=comm,
+            window_end=window_end,
+            balance=balance,
+        )
+
+    likelihood = likelihood_of(data, config.data.window_end)
     if sc.kind == "tiered":  # a new tau_t per move: keep the current B; new sigmas: its E
         likelihood.background_cache_size = sc.n_cheap + sc.n_expensive + 2
         likelihood.trigger_cache_size = sc.n_expensive + 1
     resampler = make_resampler(config, data)
-    search_locations, subsample = _search_inputs(config, data, resampler, engine_options)
+    search_locations, subsample = _search_inputs(config, data, resampler, likelihood_of)
     mcmc_seq, loc_seq = np.random.SeedSequence(sc.seed, spawn_key=(chain_id,)).spawn(2)
     locations = None
     if resampler is not None:
@@ -101,7 +110,7 @@ def _search_inputs(
     config: Config,
     data: EventData,
     resampler: tuple[Any, np.ndarray] | None,
-    engine_options: dict[str, Any],
+    likelihood_of: LikelihoodOf,
 ) -> tuple[Callable[[], tuple[np.ndarray, np.ndarray]] | None, Callable[[], Likelihood] | None]:
     """What the fast start searches on, built lazily on every rank: its one location draw
     (when the run redraws locations) and its subsample likelihood (when the data have more
@@ -117,7 +126,8 @@ def _search_inputs(
             data,
             sc.start_subsample,
             sc.seed,
-            engine_options,
+            likelihood_of,
+            config.data.window_end,
             search_locations,
         )
     return search_locations, subsample

@@ -7,14 +7,13 @@ of a run searches on the same events at the same places and finds the same mode.
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..data import EventData
-from ..engine import Likelihood, make_likelihood
+from ..engine import Likelihood
 
 if TYPE_CHECKING:
     from ..geo import PolygonSampler
@@ -65,20 +64,24 @@ def start_locations(
     return polygons.sample(codes, rng)
 
 
+#: Builds this rank's likelihood of some events with the chain's engine settings, given the
+#: observation window's end (days; None: the events' last time).
+LikelihoodOf = Callable[[EventData, "float | None"], Likelihood]
+
+
 def subsample_likelihood(
     data: EventData,
     n: int,
     seed: int,
-    engine_options: Mapping[str, Any],
+    likelihood_of: LikelihoodOf,
+    window_end: float | None,
     locations: Callable[[], tuple[np.ndarray, np.ndarray]] | None = None,
 ) -> Likelihood:
     """This rank's share of the likelihood of :func:`subsample_events` (collective over the
-    chain's ranks), with the chain's engine settings and observation window; of the events at
+    chain's ranks), built by ``likelihood_of`` with the full data's observation window
+    (``window_end``, else the full data's last time, not the subsample's); of the events at
     ``locations()`` (the fast start's location draw) when given."""
     if locations is not None:
-        x, y = locations()
-        data = dataclasses.replace(data, x=x, y=y)
-    options = dict(engine_options)
-    if options.get("window_end") is None:  # the full data's window, not the subsample's
-        options["window_end"] = float(data.time[-1])
-    return make_likelihood(subsample_events(data, n, seed), **options)
+        data = data.with_locations(*locations())
+    window = float(data.time[-1]) if window_end is None else window_end
+    return likelihood_of(subsample_events(data, n, seed), window)
