@@ -83,6 +83,7 @@ def test_a_moved_run_resumes_where_it_is_and_status_reads_it_there(tmp_path, eve
     chains = json.loads(status.stdout)
     chains = chains["chains"] if isinstance(chains, dict) else chains
     assert chains[0]["draws"] == 30, chains
+    assert chains[0]["phase"] == "stopped", chains  # the chain's own last word, read there
     proc = cli("local", str(moved / "config.yaml"))
     assert proc.returncode == 0, proc.stderr
     assert not run.exists(), "the run was started afresh at its old place"

@@ -566,6 +566,7 @@ def test_status_without_slurm(tmp_path):
         (1, 0, "41_0", 0, 0),
         (2, 1, "41_1", 1, 0),
     ]
+    assert [r.phase for r in rows] == ["pending"] * 3  # no progress record yet
     proc = _cli("status", cfg.output.run_dir, env={**os.environ, "PATH": str(tmp_path)})
     assert proc.returncode == 0, proc.stderr
     assert "0/3 chains finished" in proc.stdout and "41_1" in proc.stdout

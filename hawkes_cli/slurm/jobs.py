@@ -17,6 +17,7 @@ from .. import atomic
 from ..config import Config
 from ..errors import HawkesError, OtherRunError
 from ..rundir import RunDir, now_utc
+from ..vocab import PHASE_FINISHED
 from .commands import active_jobs, call, job_states, slurm_command, task_state
 from .plan import Plan, array_ranges, make_plan
 from .script import render_script
@@ -180,6 +181,9 @@ class ChainStatus:
         Slurm state of that job (``None``: unknown or never submitted).
     finished
         The chain's checkpoint says it is complete.
+    phase
+        What the chain last said it was doing (one of :data:`~hawkes_cli.vocab.PHASES`, from its
+        progress record; ``finished`` when its checkpoint says so).
     """
 
     chain: int
@@ -192,6 +196,7 @@ class ChainStatus:
     job: str | None
     state: str | None
     finished: bool
+    phase: str
 
 
 def _latest_tasks(rdir: RunDir, plan: Plan) -> dict[int, tuple[str, str | None]]:
@@ -245,6 +250,7 @@ def _chain_status(
         job=job,
         state=state,
         finished=bool(ckpt and ckpt.finished),
+        phase=PHASE_FINISHED if ckpt and ckpt.finished else prog.current_phase(),
     )
 
 
