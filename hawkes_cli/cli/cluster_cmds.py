@@ -121,14 +121,17 @@ def node_cmd(
     requeues the job when chains stopped early. With --ranks: one rank; its chain stops at an
     iteration boundary on SIGUSR1/SIGTERM/SIGINT after committing.
     """
-    from ..slurm import launch_node, run_node_ranks
     from ..stop import StopFlag
 
     if ranks:
         stop = StopFlag()
-        stop.install()
+        stop.install()  # first: every thread started from here on holds the stop signals
+        from ..slurm import run_node_ranks
+
         code = run_node_ranks(config_file, node_index, stop=stop)
     else:
+        from ..slurm import launch_node
+
         verbose = (ctx.parent.params.get("verbose", 0) if ctx.parent else 0) or 1
         code = launch_node(config_file, node_index, launcher=launcher, verbose=verbose)
     if code:
