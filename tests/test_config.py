@@ -627,7 +627,7 @@ def test_demo_config_values():
     s = cfg.sampler
     assert (s.kind, s.iterations, s.warmup, s.thin, s.resample_every) == (
         "tiered",
-        2500,
+        4000,
         750,
         1,
         0,

@@ -255,6 +255,7 @@ def test_array_job_gives_the_local_draws(root, events, reference):
             "0",
         ], row
         assert row[6] == f"{job}_{c // 2}" and row[7] == "COMPLETED", row
+        assert row[8:] == ["finished"], row  # the chain's own phase, last
     assert "4/4 chains finished" in status.stdout
     again = cli("submit", path)
     assert again.returncode == 0 and "nothing submitted" in again.stdout, again.stderr

@@ -65,8 +65,8 @@ def submit_cmd(config_file: Path, dry_run: bool, launcher: str) -> None:
 @click.argument("run_dir", type=click.Path(path_type=Path))
 @json_option()
 def status_cmd(run_dir: Path, as_json: bool) -> None:
-    """Per chain of RUN_DIR: phase, iterations, draws committed, requeues, last commit, Slurm
-    state."""
+    """Per chain of RUN_DIR: iterations, draws committed, requeues, last commit, Slurm job and
+    state, and the chain's phase."""
     import dataclasses
 
     from ..slurm import run_status
@@ -76,17 +76,15 @@ def status_cmd(run_dir: Path, as_json: bool) -> None:
         click.echo(json.dumps([dataclasses.asdict(r) for r in rows], indent=1))
         return
     click.echo(
-        f"{'chain':>5} {'node':>4} {'phase':<10} {'iterations':>15} {'draws':>8} "
-        f"{'requeues':>8}  {'last commit':<29} {'job':<12} state"
+        f"{'chain':>5} {'node':>4} {'iterations':>15} {'draws':>8} {'requeues':>8}  "
+        f"{'last commit':<29} {'job':<12} {'job state':<12} phase"
     )
     for r in rows:
         it = f"{r.iteration}/{r.iterations}"
         state = r.state or ("-" if r.job is None else "unknown")
-        if r.finished:
-            state += " (finished)"
         click.echo(
-            f"{r.chain:>5} {r.node:>4} {r.phase:<10} {it:>15} {r.draws:>8} {r.requeues:>8}  "
-            f"{r.last_commit or '-':<29} {r.job or '-':<12} {state}"
+            f"{r.chain:>5} {r.node:>4} {it:>15} {r.draws:>8} {r.requeues:>8}  "
+            f"{r.last_commit or '-':<29} {r.job or '-':<12} {state:<12} {r.phase}"
         )
     done = sum(r.finished for r in rows)
     click.echo(f"{done}/{len(rows)} chains finished")
