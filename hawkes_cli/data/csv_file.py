@@ -10,7 +10,7 @@ from typing import IO
 from ..errors import EventsError
 from .events import EventData
 from .formats import HDF5_SUFFIXES, OPTIONAL_COLUMNS, REQUIRED_COLUMNS, is_gz
-from .validate import build_events, check_count, missing_columns, normalise_fips, parse_numbers
+from .validate import check_count, missing_columns, normalise_fips, parse_events, parse_numbers
 
 
 def open_text(path: Path, mode: str, *, gz: bool) -> IO[str]:
@@ -78,15 +78,7 @@ def load_csv(path: Path, need_density: bool) -> EventData:
         return f"line {lines[i]}"
 
     check_count(path, len(lines))
-    columns = {c: parse_numbers(path, c, texts[c], where) for c in REQUIRED_COLUMNS}
-    density_problem = None
-    if "density" in texts:
-        try:
-            columns["density"] = parse_numbers(path, "density", texts["density"], where)
-        except EventsError as exc:
-            density_problem = exc.message
-    fips = normalise_fips(path, texts["fips"], where) if "fips" in texts else None
-    return build_events(path, columns, fips, density_problem, {}, where, need_density)
+    return parse_events(path, texts, parse_numbers, normalise_fips, {}, where, need_density)
 
 
 def write_csv(data: EventData, handle: IO[str]) -> None:

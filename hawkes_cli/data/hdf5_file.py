@@ -17,10 +17,10 @@ from .events import EventData
 from .formats import HDF5_GROUP, OPTIONAL_COLUMNS, REQUIRED_COLUMNS
 from .validate import (
     Locator,
-    build_events,
     check_count,
     missing_columns,
     normalise_fips,
+    parse_events,
     parse_numbers,
 )
 
@@ -154,15 +154,7 @@ def load_hdf5(path: Path, need_density: bool) -> EventData:
                 f"/{HDF5_GROUP}/time has {n}; all columns need one value per event"
             )
     check_count(path, n)
-    columns = {c: _h5_numbers(path, c, raw[c], where) for c in REQUIRED_COLUMNS}
-    density_problem = None
-    if "density" in raw:
-        try:
-            columns["density"] = _h5_numbers(path, "density", raw["density"], where)
-        except EventsError as exc:
-            density_problem = exc.message
-    fips = _h5_fips(path, raw["fips"], where) if "fips" in raw else None
-    return build_events(path, columns, fips, density_problem, attrs, where, need_density)
+    return parse_events(path, raw, _h5_numbers, _h5_fips, attrs, where, need_density)
 
 
 def _check_area_attr(path: Path, attrs: Mapping[str, Any]) -> None:

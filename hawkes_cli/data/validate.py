@@ -76,6 +76,29 @@ def normalise_fips(path: Path, texts: list[str], where: Locator) -> np.ndarray:
     return out
 
 
+def parse_events(
+    path: Path,
+    raw: Mapping[str, Any],
+    numbers: Callable[[Path, str, Any, Locator], np.ndarray],
+    fips: Callable[[Path, Any, Locator], np.ndarray],
+    attrs: dict[str, Any],
+    where: Locator,
+    need_density: bool,
+) -> EventData:
+    """The events of one file's raw columns (name -> values as the format stores them), parsed
+    by the format's ``numbers`` and ``fips`` readers: the required columns, the density when
+    it can be read (its problem kept, an error only where it is needed), the FIPS codes."""
+    columns = {c: numbers(path, c, raw[c], where) for c in REQUIRED_COLUMNS}
+    density_problem = None
+    if "density" in raw:
+        try:
+            columns["density"] = numbers(path, "density", raw["density"], where)
+        except EventsError as exc:
+            density_problem = exc.message
+    codes = fips(path, raw["fips"], where) if "fips" in raw else None
+    return build_events(path, columns, codes, density_problem, attrs, where, need_density)
+
+
 def build_events(
     path: Path,
     columns: Mapping[str, np.ndarray],
