@@ -250,3 +250,32 @@ def test_cheap_polish_runs_after_a_subsample_search_only() -> None:
     old = result.to_json()
     del old["n_cheap_evals"]
     assert StartResult.from_json(old).n_cheap_evals == 0
+
+
+def test_block_polish_moves_the_expensive_block_the_5d_polish_left() -> None:
+    """Step 3b. The expensive block (3, 4) has quartic walls, ``r^2/2 + r^4/4`` per sd, so one
+    Newton step from 8 sds away undershoots (it lands near 5.4 sds). With the 5-d polish held
+    to that one step and a subsample biased by 8 sds in the block, the block polish still takes
+    the block to the mode, and the curvature is taken again there. Tolerance 0.1 sd: the cheap polish is a
+    Nelder-Mead (xatol 1e-2 on the log scale), and its error moves the block's conditional
+    mode through the correlations; the unpolished block is more than 1 sd off."""
+    e = [3, 4]
+
+    def walled(x: np.ndarray) -> float:
+        r = (x[e] - MU[e]) / SD[e]
+        return gauss(x) - 0.25 * float(np.sum(r**4))
+
+    def biased(x: np.ndarray) -> float:
+        return gauss(x - 8.0 * SD * np.array([0, 0, 0, 1, 1]))
+
+    held = SearchSettings(polish_rounds=1)
+    result = find_start(walled, MU + 1.0, subsample_log_post=biased, cheap=(0, 1, 2), settings=held)
+    assert np.all(np.abs(result.theta - MU) < 0.1 * SD)
+    assert result.hessian == "full"
+    # the curvature at the mode, on finite-difference steps of about 1 nat: the walls narrow
+    # the block, but far less than at the undershot point 5 sds out (0.07 of SD's there)
+    block_sd = np.sqrt(np.diag(result.cov_matrix))[e]
+    assert np.all((block_sd < SD[e]) & (block_sd > 0.5 * SD[e]))
+    # without the cheap block named, there is no block polish, and the block stays off
+    plain = find_start(walled, MU + 1.0, subsample_log_post=biased, settings=held)
+    assert np.max(np.abs(plain.theta - MU)[e] / SD[e]) > 1.0
