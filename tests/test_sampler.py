@@ -850,17 +850,17 @@ def test_tiered_cut_scheme_keeps_the_location_spread(n_expensive: int) -> None:
     draws = []
     for seed in range(4):
         rng, redraw = np.random.default_rng(seed), np.random.default_rng(100 + seed)
-        m = np.zeros(2)
+        m = [np.zeros(2)]  # the current draw's conditional mean
 
-        def log_target(x: np.ndarray) -> float:
+        def log_target(x: np.ndarray, m: list = m) -> float:
             x = np.asarray(x)
-            z = np.linalg.solve(CUT_L, x[3:] - m)
+            z = np.linalg.solve(CUT_L, x[3:] - m[0])
             return -0.5 * float(x[:3] @ x[:3]) - 0.5 * float(z @ z)
 
         sampler = TieredSampler(5, n_cheap=4, n_expensive=n_expensive, jump_prob=0.0)
         state = sampler.init(np.zeros(5), log_target(np.zeros(5)))
         for it in range(2700):
-            m = CUT_R * (CUT_L @ redraw.standard_normal(2))  # the location redraw
+            m[0] = CUT_R * (CUT_L @ redraw.standard_normal(2))  # the location redraw
             state = dataclasses.replace(state, log_target=log_target(np.array(state.theta)))
             state, _ = sampler.step(state, log_target, rng, adapt=it < 300)
             if it >= 300:

@@ -256,9 +256,10 @@ def test_block_polish_moves_the_expensive_block_the_5d_polish_left() -> None:
     """Step 3b. The expensive block (3, 4) has quartic walls, ``r^2/2 + r^4/4`` per sd, so one
     Newton step from 8 sds away undershoots (it lands near 5.4 sds). With the 5-d polish held
     to that one step and a subsample biased by 8 sds in the block, the block polish still takes
-    the block to the mode, and the curvature is taken again there. Tolerance 0.1 sd: the cheap polish is a
-    Nelder-Mead (xatol 1e-2 on the log scale), and its error moves the block's conditional
-    mode through the correlations; the unpolished block is more than 1 sd off."""
+    the block to the mode, and the curvature is taken again there. Tolerance 0.1 sd: the
+    cheap polish is a Nelder-Mead (xatol 1e-2 on the log scale), and its error moves the
+    block's conditional mode through the correlations; the unpolished block is more than 1 sd
+    off."""
     e = [3, 4]
 
     def walled(x: np.ndarray) -> float:

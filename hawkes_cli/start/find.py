@@ -29,9 +29,9 @@ Tuning knobs (evaluation budgets, step sizes, tolerances) are one :class:`Search
    ``engine.tolerance`` nats, and scale-free),
    then Newton steps ``theta + C g`` with ``C = (-H)^-1`` and backtracking; the Hessian is
    recomputed when a step moved more than one posterior sd.
-3b. **Block polish** (after a subsample search, with ``cheap`` coordinates given): Newton steps on the other, expensive
-   block alone (a 2-d finite-difference Hessian, ``1 + 4 + 4`` calls), each followed by the
-   cheap polish, until a step is within one posterior sd. The 5-d Newton step of 3 is damped
+3b. **Block polish** (after a subsample search, with ``cheap`` coordinates given): Newton
+   steps on the other, expensive block alone (a 2-d finite-difference Hessian, ``1 + 4 + 4``
+   calls), each followed by the cheap polish, until a step is within one posterior sd. The 5-d Newton step of 3 is damped
    by the long (``mu0``, ``tau_t``) ridge and can stop far from the mode in the expensive
    block (at 1,000,000 events: ``sigma_t`` 60 posterior sds off), and a chain's warm-up that
    starts there learns its proposal shape from the transient. When the block moved by more
