@@ -31,11 +31,12 @@ Tuning knobs (evaluation budgets, step sizes, tolerances) are one :class:`Search
    recomputed when a step moved more than one posterior sd.
 3b. **Block polish** (after a subsample search, with ``cheap`` coordinates given): Newton
    steps on the other, expensive block alone (a 2-d finite-difference Hessian, ``1 + 4 + 4``
-   calls), each followed by the cheap polish, until a step is within one posterior sd. The 5-d Newton step of 3 is damped
-   by the long (``mu0``, ``tau_t``) ridge and can stop far from the mode in the expensive
-   block (at 1,000,000 events: ``sigma_t`` 60 posterior sds off), and a chain's warm-up that
-   starts there learns its proposal shape from the transient. When the block moved by more
-   than one sd, 3 runs again at the new point (its Hessian becomes the covariance).
+   calls), each followed by the cheap polish, until a step is within one posterior sd. The
+   5-d Newton steps of 3 can stop far from the mode in the expensive block (at 1,000,000
+   events they stopped 94 posterior sds off, ``sigma_t`` at 72 days for 97), and a chain's
+   warm-up that starts there learns its proposal shape from the transient. When the block
+   moved by more than one sd, 3 runs again at the new point (its Hessian becomes the
+   covariance).
 4. **Regularise**: eigenvalues of ``-H`` are raised to at least ``1 / max_sd^2`` so ``C`` is
    positive definite with no posterior sd above ``max_sd`` (a flat or saddle direction gets a
    wide but finite proposal scale); the number raised is recorded.
