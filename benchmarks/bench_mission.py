@@ -211,6 +211,7 @@ def start_profile(args, pid: int) -> subprocess.Popen | None:
         print("[local] py-spy not installed: no per-iteration split")
         return None
     out = args.work / f"profile-m{args.model}.txt"
+    out.unlink(missing_ok=True)  # never report an earlier run's split
     cmd = [
         spy,
         "record",
@@ -225,9 +226,11 @@ def start_profile(args, pid: int) -> subprocess.Popen | None:
         "--output",
         str(out),
         "--nonblocking",
+        "--idle",  # the chain waits on the OpenCL kernel in native code, GIL released
     ]
     print(f"[local] profiling chain pid {pid} for {args.profile} s")
-    return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    with open(out.with_suffix(".log"), "w") as log_file:
+        return subprocess.Popen(cmd, stdout=log_file, stderr=subprocess.STDOUT)
 
 
 def stage_local(args) -> dict:
@@ -359,10 +362,13 @@ def chain_summary(rd: RunDir) -> dict:
     rows = []
     for k in range(CHAINS):
         try:
-            d = read_chain(rd.chain_path(k)).draws
+            chain = read_chain(rd.chain_path(k))
         except (StorageError, FileNotFoundError, OSError):
             continue
+        d = chain.draws
         post = d["warmup"] == 0
+        state = (chain.checkpoint or {}).get("sampler", {})
+        moves = state.get("proposals", [0])[0] if state.get("kind") == "tiered" else 0
         rows.append(
             {
                 "chain": k,
@@ -371,7 +377,10 @@ def chain_summary(rd: RunDir) -> dict:
                 "pair_passes_per_it": float(np.mean(d["pair_passes"]))
                 if "pair_passes" in d
                 else None,
+                # tiered: an iteration counts as accepted when any of its expensive moves was
                 "accept_expensive": float(np.mean(d["accepted"][post])) if post.any() else None,
+                # tiered: accepted / proposed expensive moves, the whole chain (warm-up too)
+                "accept_per_move": state["accepts"][0] / moves if moves else None,
             }
         )
     return {"chains": rows}
@@ -525,8 +534,11 @@ def text(r: dict) -> str:
     for c in r["run"]["chains"]:
         lines.append(
             f"  chain {c['chain']}: {c['draws']} draws ({c['post_warmup']} after warm-up), "
-            f"{c['pair_passes_per_it']:.2f} pair passes/it, expensive-move acceptance "
+            f"{c['pair_passes_per_it']:.2f} pair passes/it, iterations with an expensive move "
+            "accepted "
             + ("-" if c["accept_expensive"] is None else f"{c['accept_expensive']:.3f}")
+            + ", per expensive move "
+            + ("-" if c.get("accept_per_move") is None else f"{c['accept_per_move']:.3f}")
         )
     return "\n".join(lines)
 
