@@ -218,7 +218,7 @@ def start_profile(args, pid: int) -> subprocess.Popen | None:
         "--pid",
         str(pid),
         "--duration",
-        str(args.profile),
+        str(round(args.profile)),  # whole seconds: py-spy refuses "180.0"
         "--rate",
         "20",
         "--format",
