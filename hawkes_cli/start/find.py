@@ -184,7 +184,7 @@ def find_start(
             log_post, best, f_best, cheap, s.search_step, int(s.max_cheap_evals)
         )
     best, f_best, cov, source, clipped = _curvature(full, sub, best, f_best, s)
-    n_block = 0
+    n_block = 0  # 3b. the expensive block, where the 5-d polish stopped short
     if sub is not None and len(cheap):
         best, f_best, cov, n_block, n_more, moved = _polish_block(
             log_post, best, f_best, cov, cheap, s
@@ -206,18 +206,23 @@ def find_start(
         seconds=time.perf_counter() - t_start,
         modes=tuple(modes),
     )
+    _log_start(result)
+    return result
+
+
+def _log_start(result: StartResult) -> None:
+    """The INFO line of a finished start."""
     log.info(
         "start: mode %s, log posterior %.6g, %d mode(s), %d full (+ %d cheap) + %d subsample "
         "evaluations, %.1f s",
-        np.round(best, 4).tolist(),
-        f_best,
-        len(modes),
+        np.round(result.theta, 4).tolist(),
+        result.log_post,
+        len(result.modes),
         result.n_full_evals,
         result.n_cheap_evals,
         result.n_sub_evals,
         result.seconds,
     )
-    return result
 
 
 def _starts(
