@@ -186,9 +186,7 @@ def find_start(
     best, f_best, cov, source, clipped = _curvature(full, sub, best, f_best, s)
     n_block = 0  # 3b. the expensive block, where the 5-d polish stopped short
     if sub is not None and len(cheap):
-        best, f_best, cov, n_block, n_more, moved = _polish_block(
-            log_post, best, f_best, cov, cheap, s
-        )
+        best, f_best, n_block, n_more, moved = _polish_block(log_post, best, f_best, cov, cheap, s)
         n_cheap += n_more
         if moved:  # the curvature again, at the new point
             again = Counted(log_post, int(s.max_full_evals))
@@ -362,18 +360,19 @@ def _polish_block(
     cov: np.ndarray,
     cheap: Sequence[int],
     s: SearchSettings,
-) -> tuple[np.ndarray, float, np.ndarray, int, int, bool]:
-    """3b. Newton steps on the expensive block, each followed by the cheap polish.
+) -> tuple[np.ndarray, float, int, int, bool]:
+    """3b. Newton steps on the expensive block, each followed by the cheap polish; ``cov``
+    (the 5-d curvature) sizes the first steps and measures the move.
 
     Returns
     -------
-    (theta, log posterior, covariance, full calls, cheap-polish calls, whether the block
-    moved by more than one posterior sd in all)
+    (theta, log posterior, full calls, cheap-polish calls, whether the block moved by more
+    than one posterior sd in all)
     """
     d = len(best)
     e = np.array([i for i in range(d) if i not in set(int(c) for c in cheap)], dtype=int)
     if e.size == 0:
-        return best, f_best, cov, 0, 0, False
+        return best, f_best, 0, 0, False
     full = Counted(log_post, int(s.max_block_evals))
     prec0 = np.linalg.inv(np.asarray(cov)[np.ix_(e, e)])
     origin = best[e].copy()
@@ -420,7 +419,7 @@ def _polish_block(
         full.n,
         n_cheap,
     )
-    return best, f_best, cov, full.n, n_cheap, moved_far
+    return best, f_best, full.n, n_cheap, moved_far
 
 
 def overdispersed_starts(
