@@ -243,7 +243,8 @@ def stage_local(args) -> dict:
     poll_log = args.work / f"poll-m{args.model}.jsonl"
     if args.fresh:
         poll_log.unlink(missing_ok=True)
-    t0 = time.monotonic()
+    earlier = earlier_seconds(read_polls(poll_log))  # a resumed run: its launches so far
+    t0 = time.monotonic() - earlier
     launched = datetime.now(timezone.utc).isoformat(timespec="seconds")
     with open(args.work / f"local-m{args.model}.log", "w") as log:
         proc = subprocess.Popen(
@@ -299,12 +300,16 @@ def stage_local(args) -> dict:
         proc.wait()
     if spy:
         spy.wait(timeout=60)
+    stopped = time.monotonic() - t0
+    with open(poll_log, "a") as f:  # where a later launch (a resume) takes the clock up
+        f.write(json.dumps({"t": round(stopped, 1), "stopped": True}) + "\n")
     return {
         "cmd": " ".join(cmd),
         "config": str(config),
         "launched": launched,
+        "earlier_launches_s": earlier,
         "converged": first,
-        "stopped_at_s": time.monotonic() - t0,
+        "stopped_at_s": stopped,
         "cap_s": args.cap,
         "rc": proc.returncode,
     } | read_time(time_file)
@@ -331,6 +336,32 @@ def stage_gof(args) -> dict:
 
 
 # ------------------------------------------------------------------------------------ report
+def read_polls(path: Path) -> list[dict]:
+    """The poll log's rows, ``t`` made seconds since the run's *first* launch.
+
+    A resumed run appends to the log of its earlier launches. Since this script writes a
+    ``stopped`` row when ``local`` ends and starts a resumed clock there, ``t`` only grows; a log
+    whose clock went back (written before that) is joined the same way: each launch's times are
+    moved on by the last time of the launches before it.
+    """
+    if not path.exists():
+        return []
+    rows, offset, last = [], 0.0, 0.0
+    for line in path.read_text().splitlines():
+        row = json.loads(line)
+        if row["t"] + offset < last:  # the clock went back: a launch before the stop rows
+            offset = last
+        row["t"] += offset
+        last = row["t"]
+        rows.append(row)
+    return rows
+
+
+def earlier_seconds(polls: list[dict]) -> float:
+    """Wall seconds of the launches a resumed run already had: the last ``stopped`` time."""
+    return next((r["t"] for r in reversed(polls) if r.get("stopped")), 0.0)
+
+
 def profile_split(path: Path) -> dict | None:
     """Shares of chain 0's sampled wall time by :data:`SPLIT` category (py-spy raw stacks)."""
     if not path.exists():
@@ -405,7 +436,7 @@ def ess_per_iteration(poll_rows: list[dict]) -> dict | None:
 def first_times(polls: list[dict]) -> dict:
     """Seconds from launch of the first poll at which min ESS (bulk and tail) >= ESS_MIN,
     max R-hat <= RHAT_MAX, and both held for all five parameters (None: not within the run)."""
-    out: dict = {"ess": None, "rhat": None, "both": None}
+    out: dict = {"ess": None, "rhat": None, "both": None, "draws_per_chain": None}
     for row in polls:
         st = row.get("stats")
         if not st:
@@ -415,15 +446,14 @@ def first_times(polls: list[dict]) -> dict:
         for key, ok in (("ess", ess_ok), ("rhat", rhat_ok), ("both", ess_ok and rhat_ok)):
             if ok and out[key] is None:
                 out[key] = row["t"]
+                if key == "both":
+                    out["draws_per_chain"] = row["post_warmup_per_chain"]
     return out
 
 
 def report(args) -> dict:
     stages = load_stages(args.work)
-    poll_path = args.work / f"poll-m{args.model}.jsonl"
-    polls = (
-        [json.loads(x) for x in poll_path.read_text().splitlines()] if poll_path.exists() else []
-    )
+    polls = [r for r in read_polls(args.work / f"poll-m{args.model}.jsonl") if "draws_total" in r]
     stages = {
         name: stages[key]
         for name in ("hhs", "prep", "local", "diagnose", "gof")
@@ -489,21 +519,23 @@ def text(r: dict) -> str:
             continue
         if name == "diagnose":
             st = st.get("table", {})
+        earlier = st.get("earlier_launches_s") if name == "local" else None
         lines.append(
             f"{name:<9} wall {st.get('wall_s', float('nan')):9.1f} s   peak "
             f"{st.get('peak_gib', float('nan')):6.2f} GiB"
+            + (f"   (a resumed run: + {earlier:.1f} s of earlier launches)" if earlier else "")
         )
-    conv = s.get("local", {}).get("converged")
+    # from the polls, on the run's clock (earlier launches of a resumed run included)
+    ft = {k: v for k, v in (r.get("first_times_s") or {}).items() if k != "draws_per_chain"}
     lines.append(
         f"converged (R-hat <= {RHAT_MAX}, bulk and tail ESS >= {ESS_MIN:.0f}, all five): "
         + (
-            f"{conv['seconds']:.0f} s after launch, {conv['draws_per_chain']} post-warm-up "
-            f"draws/chain"
-            if conv
+            f"{ft['both']:.0f} s after the first launch, "
+            f"{r['first_times_s']['draws_per_chain']} post-warm-up draws/chain"
+            if ft.get("both") is not None
             else "NOT within the run"
         )
     )
-    ft = r.get("first_times_s") or {}
     when = {k: "not within the run" if t is None else f"{t:.0f} s" for k, t in ft.items()}
     stop = s.get("local", {}).get("stopped_at_s", float("nan"))
     lines.append(
