@@ -149,6 +149,9 @@ def text(meta: dict, m: Measured, rows: list[NodeRow], measured_speedup: float |
             else "(assumed: no GPU was measured)"
         ),
         f"# host-bound limit: {m.host_s:.2f} s per iteration however fast the GPU",
+        "# converge: (warm-up + post/ch) iterations x s/it for the ESS target alone (fast start "
+        "and R-hat not included); 20k its: one chain of the paper's length; node-h: the paper's "
+        f"{PAPER_CHAINS} chains",
         f"{'speed-up':>8} {'GPUs/ch':>7} {'chains':>6} {'s/it':>7} {'kernel':>6} "
         f"{'post/ch':>7} {'converge':>9} {'20k its':>8} {'30 ch node-h':>12}",
     ]
