@@ -583,7 +583,12 @@ def main() -> None:
     ap.add_argument("--work", type=Path, default=Path("/tmp/hawkes-mission"))
     ap.add_argument("--iterations", type=int, default=20_000, help="cap per chain")
     ap.add_argument("--warmup", type=int, default=150)
-    ap.add_argument("--cap", type=float, default=3 * 3600.0, help="wall seconds for local")
+    ap.add_argument(
+        "--cap",
+        type=float,
+        default=3 * 3600.0,
+        help="wall seconds for local, on the run's clock (a resumed run's earlier launches count)",
+    )
     ap.add_argument("--after", type=float, default=0.0, help="seconds to go on after convergence")
     ap.add_argument("--poll", type=float, default=60.0)
     ap.add_argument("--profile", type=float, default=180.0, help="py-spy seconds (0: none)")
