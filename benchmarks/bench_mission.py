@@ -526,17 +526,19 @@ def text(r: dict) -> str:
             + (f"   (a resumed run: + {earlier:.1f} s of earlier launches)" if earlier else "")
         )
     # from the polls, on the run's clock (earlier launches of a resumed run included)
-    ft = {k: v for k, v in (r.get("first_times_s") or {}).items() if k != "draws_per_chain"}
+    ft = r.get("first_times_s") or {}
     lines.append(
         f"converged (R-hat <= {RHAT_MAX}, bulk and tail ESS >= {ESS_MIN:.0f}, all five): "
         + (
             f"{ft['both']:.0f} s after the first launch, "
-            f"{r['first_times_s']['draws_per_chain']} post-warm-up draws/chain"
+            f"{ft['draws_per_chain']} post-warm-up draws/chain"
             if ft.get("both") is not None
             else "NOT within the run"
         )
     )
-    when = {k: "not within the run" if t is None else f"{t:.0f} s" for k, t in ft.items()}
+    when = {
+        k: "not within the run" if ft.get(k) is None else f"{ft[k]:.0f} s" for k in ("ess", "rhat")
+    }
     stop = s.get("local", {}).get("stopped_at_s", float("nan"))
     lines.append(
         f"  first poll with min ESS >= {ESS_MIN:.0f}: {when.get('ess')}; with max R-hat <= "
