@@ -7,6 +7,7 @@
     RUN_DIR/chains/chain-00.ckpt.json   commit record: draw count + the typed :class:`Checkpoint`
     RUN_DIR/chains/chain-00.lock        advisory lock held by the one live writer
     RUN_DIR/chains/chain-00.progress.json   :class:`Progress`, rewritten every few seconds
+    RUN_DIR/chains/converged.json       the run passed its convergence check (runner/converged)
     RUN_DIR/logs/chain-00.log           a local chain's stdout and stderr
     RUN_DIR/slurm/job.sbatch            the batch script of the last submission
     RUN_DIR/slurm/plan.json             the placement plan of the last submission
@@ -42,6 +43,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .config import Config
 
 CHAINS_DIR = "chains"
+CONVERGED_NAME = "converged.json"
 LOGS_DIR = "logs"
 SLURM_DIR = "slurm"
 SCRIPT_NAME = "job.sbatch"
@@ -82,7 +84,7 @@ class Checkpoint:
     loglik, logprior
         The current state's log-likelihood and log-prior (log scale, Jacobian included).
     finished
-        True once the chain ran all its iterations.
+        True once the chain ran all its iterations, or ended because the run converged.
     loc_rng
         State of the cut-posterior location stream before its last draw, or None.
     truncation
@@ -96,6 +98,10 @@ class Checkpoint:
         After warm-up, when the truncation cut-off is fixed: evaluations whose realised
         truncation bound exceeded ``engine.tolerance``, and the largest realised bound (nats);
         0 for exact engines, during warm-up, and in checkpoints written before they existed.
+    converged
+        True when the chain ended before ``iterations`` because the run converged
+        (``sampler.stop_when: converged``, :mod:`hawkes_cli.runner.converged`); then
+        ``finished`` too.
     """
 
     iteration: int
@@ -109,6 +115,7 @@ class Checkpoint:
     start: Mapping[str, Any] | None = None
     bound_exceedances: int = 0
     worst_bound: float = 0.0
+    converged: bool = False
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready dict (the ``checkpoint`` member of the commit record)."""
@@ -128,7 +135,7 @@ class Checkpoint:
         iteration boundaries, so after ``iteration`` iterations it holds
         ``ceil(iteration / thin)`` draws, the last of iteration
         ``(iteration - 1) // thin * thin``; it is finished exactly when ``iteration`` reached
-        ``iterations``.
+        ``iterations`` or it ended because the run converged.
 
         Parameters
         ----------
@@ -146,8 +153,10 @@ class Checkpoint:
         problem = None
         if it > iterations:
             problem = f"iteration {it} is beyond the chain's {iterations} iterations"
-        elif self.finished != (it == iterations):
+        elif self.finished != (it == iterations or self.converged):
             problem = f"'finished' is {str(self.finished).lower()} at iteration {it}/{iterations}"
+            if self.converged:
+                problem += " of a chain that ended because the run converged"
         elif draws != -(-it // max(thin, 1)):
             problem = f"{draws} committed draws do not fit iteration {it} (thin {thin})"
         elif draws and last_iteration is not None and last_iteration != (it - 1) // thin * thin:
@@ -218,6 +227,7 @@ class Checkpoint:
             start=optional("start"),
             bound_exceedances=bound_exceedances,
             worst_bound=float(worst_bound),
+            converged=need("converged", (bool,), "true or false") if "converged" in data else False,
         )
 
 
@@ -401,6 +411,12 @@ class RunDir:
     def start_path(self) -> Path:
         """``RUN_DIR/chains/start.json``: the fast start the chains share (lock ``start.lock``)."""
         return self.chains_dir / "start.json"
+
+    @property
+    def converged_path(self) -> Path:
+        """``RUN_DIR/chains/converged.json``: the run passed its convergence check
+        (:class:`hawkes_cli.runner.converged.RunConverged`)."""
+        return self.chains_dir / CONVERGED_NAME
 
     def progress_path(self, chain_id: int) -> Path:
         """``RUN_DIR/chains/chain-XX.progress.json``."""

@@ -137,6 +137,12 @@ DEFAULT_N_CHEAP = 10
 DEFAULT_N_EXPENSIVE = 1
 DEFAULT_JUMP_PROB = 0.2
 DEFAULT_START_SUBSAMPLE = 20_000
+#: ``sampler.stop_when``: run every iteration, or stop every chain once the run's draws pass
+#: ``hawkes-diagnose`` (R-hat and bulk and tail ESS of every parameter; runner/converged.py).
+STOP_ITERATIONS = "iterations"
+STOP_CONVERGED = "converged"
+STOP_WHEN = (STOP_ITERATIONS, STOP_CONVERGED)
+DEFAULT_STOP_WHEN = STOP_ITERATIONS
 #: ``chains``: 4 chains of one GPU each, one chain per node job of 8 GPUs.
 DEFAULT_CHAINS = 4
 DEFAULT_GPUS_PER_CHAIN = 1

@@ -465,6 +465,22 @@ def test_impossible_placement(tmp_path, body, advice):
         from_text(with_section("chains", body), tmp_path)
 
 
+def test_stop_when_converged_needs_two_chains_and_is_left_out_of_the_yaml_by_default(tmp_path):
+    body = "data: {events: ev.h5}\nsampler: {stop_when: converged}\nchains: {count: 1}\n"
+    with raises(r"t\.yaml: sampler\.stop_when: converged needs chains\.count >= 2.*got 1"):
+        from_text(body, tmp_path)
+    with raises(r"t\.yaml: sampler\.stop_when.*iterations.*converged"):
+        from_text(with_section("sampler", "stop_when: forever"), tmp_path)
+    cfg = from_text(with_section("sampler", "stop_when: converged"), tmp_path)
+    assert cfg.sampler.stop_when == "converged" and "stop_when: converged" in cfg.to_yaml()
+    plain = from_text(with_section("sampler", "stop_when: iterations"), tmp_path)
+    # the default is not written, so runs made before the key existed keep their hash
+    assert "stop_when" not in plain.to_mapping()["sampler"]
+    assert plain.sha256 == from_text("data: {events: ev.h5}\n", tmp_path).sha256
+    with raises(r"stop_when: converged needs chains\.count >= 2"):
+        dataclasses.replace(cfg, chains=dataclasses.replace(cfg.chains, count=1))
+
+
 def test_full_node_is_possible(tmp_path):
     cfg = from_text(with_section("chains", "chains_per_node: 2, gpus_per_chain: 4"), tmp_path)
     assert cfg.chains.chains_per_node * cfg.chains.gpus_per_chain == cfg.chains.gpus_per_node
@@ -519,11 +535,12 @@ def test_to_yaml_round_trip_gives_equal_config_and_hash(tmp_path):
     assert again.sha256 == cfg.sha256
     assert again.to_yaml() == text
     # the resolved mapping is plain YAML with every key of every section, in order, except a
-    # key added later at the value that leaves older runs' hash alone (sampler.n_expensive: 1)
+    # key added later at the value that leaves older runs' hash alone (sampler.n_expensive: 1,
+    # sampler.stop_when: iterations)
     mapping = yaml.safe_load(text)
     assert list(mapping) == list(SECTIONS)
     for section in SECTIONS:
-        later = ("n_expensive",) if section == "sampler" else ()
+        later = ("n_expensive", "stop_when") if section == "sampler" else ()
         assert tuple(mapping[section]) == tuple(k for k in KEYS[section] if k not in later)
     more = config_from_yaml_text(
         text.replace("  n_cheap:", "  n_expensive: 3\n  n_cheap:"), base_dir=tmp_path, where="x"

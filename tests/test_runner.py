@@ -15,6 +15,7 @@ import h5py
 import numpy as np
 import pytest
 
+from hawkes_cli import atomic
 from hawkes_cli.config import load_config
 from hawkes_cli.data import save_events
 from hawkes_cli.errors import StorageError
@@ -596,3 +597,87 @@ def test_ctrl_c_while_waiting_for_another_chains_fast_start_stops_at_once(tmp_pa
     record = rd.read_progress(0)
     assert record.note == "waiting for the fast start of chain 7" and record.phase == "stopped"
     assert "chain  0  stopped" in out
+
+
+def test_stop_when_converged_ends_every_chain_at_the_first_passing_commit(tmp_path, events):
+    """``sampler.stop_when: converged``: the chains end, finished, once the run's committed
+    draws pass ``hawkes-diagnose``; checked here with arviz (an independent implementation
+    of the same rank-normalised split R-hat and ESS) on the draws the record counted."""
+    import arviz as az
+
+    from hawkes_cli.diagnostics import diagnose
+    from hawkes_cli.runner.converged import read_record
+
+    cap, every = 4000, 50
+    path = write_config(tmp_path, events, "conv", **TIERED, sampler__iterations=cap,
+                        sampler__warmup=50, sampler__resample_every=0,
+                        sampler__stop_when="converged", output__commit_every=every)  # fmt: skip
+    proc = subprocess.run(cli("local", str(path)), capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    cfg = load_config(path)
+    rd = RunDir(cfg.output.run_dir)
+    record = read_record(rd)
+    assert record is not None and record.config_sha256 == cfg.sha256
+    warm = cfg.sampler.warmup
+    for k in range(2):
+        ckpt = rd.checkpoint(k)
+        assert ckpt.finished and ckpt.converged and ckpt.iteration < cap
+        n = draws(cfg.output.run_dir, k)["sigma_x"].size
+        # the chain ended at the commit after the record at the latest
+        assert record.draws[k] <= n <= record.draws[k] + every
+        prog = json.loads(rd.progress_path(k).read_text())
+        assert prog["status"] == "finished"
+    common = min(record.draws) - warm
+    assert common == record.common_draws
+    for name in PARAM_NAMES:
+        m = np.stack([draws(cfg.output.run_dir, k)[name][warm : warm + common] for k in range(2)])
+        assert float(az.rhat(m)) <= 1.01 and record.largest_rhat <= 1.01
+        assert min(float(az.ess(m, method="bulk")), float(az.ess(m, method="tail"))) >= 400
+    assert record.smallest_ess >= 400
+    assert diagnose(cfg.output.run_dir).status == "ok"
+    # finished chains are not run again
+    before = [os.stat(rd.chain_path(k)).st_mtime_ns for k in range(2)]
+    again = subprocess.run(cli("local", str(path)), capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0, again.stderr
+    assert [os.stat(rd.chain_path(k)).st_mtime_ns for k in range(2)] == before
+
+
+def test_a_chain_ends_at_its_first_commit_once_the_run_has_converged(tmp_path, events):
+    """The record another chain wrote ends this one at its first commit after warm-up, as
+    finished; a record of replaced chain files (more draws than they hold) is ignored."""
+    from hawkes_cli.runner.converged import RunConverged
+
+    path = write_config(tmp_path, events, "rec", sampler__iterations=300, sampler__warmup=40,
+                        sampler__stop_when="converged")  # fmt: skip
+    cfg = load_config(path)
+    rd = RunDir(cfg.output.run_dir)
+    rd.chains_dir.mkdir(parents=True)
+    stale = RunConverged(cfg.sha256, 1, (10_000, 0), 9_960, 1.0, 500.0, "then")
+    atomic.write_json(rd.converged_path, stale.to_json())
+    out = run_chain(cfg, 0)  # alone, it cannot converge (R-hat needs chain 1): runs them all
+    assert out.finished and not out.converged and out.iteration == 300
+    assert not rd.checkpoint(0).converged
+    record = RunConverged(cfg.sha256, 0, (300, 0), 260, 1.0, 500.0, "now")
+    atomic.write_json(rd.converged_path, record.to_json())
+    out = run_chain(cfg, 1)
+    assert out.finished and out.converged and out.iteration == 60  # first commit after 40
+    ckpt = rd.checkpoint(1)
+    assert ckpt.finished and ckpt.converged and ckpt.iteration == 60
+    assert draws(cfg.output.run_dir, 1)["sigma_x"].size == 60
+    assert RunDir(cfg.output.run_dir).is_finished(1)
+
+
+def test_a_converged_checkpoint_is_finished_before_its_iterations():
+    from hawkes_cli.rundir import Checkpoint
+
+    base = dict(iteration=60, sampler={}, rng={}, loglik=0.0, logprior=0.0)
+    Checkpoint(**base, finished=True, converged=True).check_commit(60, 59, 300, 1)
+    with pytest.raises(StorageError, match="'finished' is true at iteration 60/300"):
+        Checkpoint(**base, finished=True).check_commit(60, 59, 300, 1)
+    with pytest.raises(StorageError, match="'finished' is false at iteration 60/300 of a chain"):
+        Checkpoint(**base, finished=False, converged=True).check_commit(60, 59, 300, 1)
+    older = Checkpoint(**base, finished=False).to_json()
+    del older["converged"]  # written before the member existed
+    assert Checkpoint.from_json(older).converged is False
+    with pytest.raises(StorageError, match="'converged' must be true or false"):
+        Checkpoint.from_json({**older, "converged": "yes"})

@@ -14,7 +14,7 @@ import yaml
 
 from ..errors import ConfigError
 from .reader import describe, suggest
-from .schema import SECTIONS, Config
+from .schema import SECTIONS, Config, stopping_problem
 from .sections import load_section
 
 log = logging.getLogger(__name__)
@@ -115,6 +115,9 @@ def config_from_mapping(
         name: load_section(name, mapping.get(name), where=where, base_dir=base_dir, stem=stem)
         for name in SECTIONS
     }
+    problem = stopping_problem(sections["sampler"].stop_when, sections["chains"].count)
+    if problem is not None:
+        raise ConfigError(f"{where}: {problem}")
     return Config(**sections, source=source)
 
 

@@ -41,6 +41,7 @@ from ..vocab import (
     DEFAULT_SIGNAL_SECONDS,
     DEFAULT_SLURM_TIME,
     DEFAULT_START_SUBSAMPLE,
+    DEFAULT_STOP_WHEN,
     DEFAULT_THIN,
     DEFAULT_TOLERANCE,
     ENGINES,
@@ -48,6 +49,8 @@ from ..vocab import (
     PARAM_NAMES,
     PRECISIONS,
     SAMPLER_KINDS,
+    STOP_CONVERGED,
+    STOP_WHEN,
 )
 from .slurm_options import MAX_SIGNAL_SECONDS, slurm_time_seconds
 from .spec import choice, integer, number, own_reader, path, spec_of, string
@@ -76,6 +79,17 @@ def default_warmup(iterations: int) -> int:
     A tenth of the run, at most 1000 iterations; always ``< iterations``.
     """
     return min(MAX_DEFAULT_WARMUP, iterations // 10)
+
+
+def stopping_problem(stop_when: str, chains: int) -> str | None:
+    """Why ``sampler.stop_when`` cannot work with ``chains`` chains (None when it can): the
+    convergence check needs R-hat, which compares at least two chains."""
+    if stop_when == STOP_CONVERGED and chains < 2:
+        return (
+            f"sampler.stop_when: {STOP_CONVERGED} needs chains.count >= 2 (R-hat compares "
+            f"chains), got {chains}; raise chains.count or set stop_when: iterations"
+        )
+    return None
 
 
 def placement_problem(gpus_per_chain: int, chains_per_node: int, gpus_per_node: int) -> str | None:
@@ -188,6 +202,12 @@ class SamplerConfig:
         ``initial: auto`` only: events (a seeded random subsample, the same for every chain)
         whose scaled log-likelihood the mode search runs on; data sets with no more events are
         searched on the full data (>= 100).
+    stop_when
+        One of :data:`~hawkes_cli.vocab.STOP_WHEN`: ``"iterations"`` (the default) runs every
+        iteration; ``"converged"`` also ends every chain, as finished, at its first commit
+        after the run's post-warm-up draws pass ``hawkes-diagnose`` (verdict OK with every
+        chain: R-hat and bulk and tail ESS of every parameter; ``iterations`` stays the cap;
+        :mod:`hawkes_cli.runner.converged`). Needs at least two chains.
     """
 
     kind: str = field(default=DEFAULT_SAMPLER, metadata=choice(SAMPLER_KINDS))
@@ -213,6 +233,9 @@ class SamplerConfig:
     jump_prob: float = field(default=DEFAULT_JUMP_PROB, metadata=number(ge=0, le=1))
     start_subsample: int = field(
         default=DEFAULT_START_SUBSAMPLE, metadata=integer(minimum=100, maximum=MAX_ITERATIONS)
+    )
+    stop_when: str = field(
+        default=DEFAULT_STOP_WHEN, metadata=choice(STOP_WHEN) | {OMIT_WHEN: DEFAULT_STOP_WHEN}
     )
 
     def __post_init__(self) -> None:
@@ -384,6 +407,11 @@ class Config:
     slurm: SlurmConfig
     source: Path | None = field(default=None, compare=False)
     created_in: Path | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        problem = stopping_problem(self.sampler.stop_when, self.chains.count)
+        if problem is not None:  # a config built in code; the loader names the file first
+            raise ConfigError(problem)
 
     def to_mapping(self) -> dict[str, Any]:
         """The fully resolved config in the YAML shape (plain dicts, lists, str, numbers)."""

@@ -27,6 +27,7 @@ from ..start.chain import fast_start, first_state
 from ..stop import StopFlag
 from ..storage import DRAW_FIELDS, ChainMeta, ChainWriter, sidecar_path
 from ..vocab import PARAM_NAMES, PHASE_FAILED, PHASE_STOPPED
+from .converged import forget
 from .loop import ChainOutcome, _Loop
 from .progress import ProgressWriter
 from .resume import check_record, resume, start_result
@@ -121,6 +122,8 @@ def _drive(
     path.parent.mkdir(parents=True, exist_ok=True)
     check = functools.partial(check_record, setup, str(sidecar_path(path)))
     writer, payload = ChainWriter.open(path, _chain_meta(setup), overwrite=overwrite, check=check)
+    if overwrite:  # the run's chains start afresh: an earlier convergence is not theirs
+        forget(RunDir.of(config))
     progress = ProgressWriter(
         setup.chain_id, sc.iterations, sc.warmup, config.output.run_dir, on_progress
     )

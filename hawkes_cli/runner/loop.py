@@ -14,6 +14,11 @@ longer changes; a bound above ``engine.tolerance`` is then counted (in the check
 Commits. Every ``commit_every`` iterations (and at the end or a stop) :meth:`_Loop.commit`
 makes the buffered draws and a typed :class:`~hawkes_cli.rundir.Checkpoint` durable together
 (:meth:`~hawkes_cli.storage.ChainWriter.commit`).
+
+Stopping at convergence (``sampler.stop_when: converged``). After each commit past warm-up
+(and before the first iteration of a resumed chain past it), rank 0 asks
+:func:`~.converged.run_converged`; once the run has converged the chain commits again as
+finished (``Checkpoint.converged``) and ends, like a chain that ran all its iterations.
 """
 
 from __future__ import annotations
@@ -27,12 +32,13 @@ import numpy as np
 
 from ..distributed import ChainSetup, DistributedLikelihood
 from ..posterior import Density, LogPosterior
-from ..rundir import Checkpoint
+from ..rundir import Checkpoint, RunDir
 from ..sampler import Sampler, SamplerState, StepInfo
 from ..start import StartResult
 from ..stop import StopFlag
 from ..storage import ChainWriter
-from ..vocab import PARAM_NAMES, PHASE_FINISHED, PHASE_STOPPED
+from ..vocab import PARAM_NAMES, PHASE_FINISHED, PHASE_STOPPED, STOP_CONVERGED
+from .converged import run_converged
 from .progress import ProgressWriter
 
 log = logging.getLogger(__name__)
@@ -59,10 +65,11 @@ class ChainOutcome:
     # evaluations whose truncation bound exceeded engine.tolerance, and the largest bound (nats)
     bound_exceedances: int = 0
     worst_bound: float = 0.0
+    converged: bool = False  # ended before its iterations: the run converged (stop_when)
 
     @property
     def finished(self) -> bool:
-        return self.iteration >= self.iterations
+        return self.converged or self.iteration >= self.iterations
 
 
 class _Tape:
@@ -106,6 +113,7 @@ class _Loop:
         self.stop = stop
         self.progress = progress
         self.start = None if start is None else start.to_json()
+        self.converged = False  # the run converged (stop_when: converged): end at the commit
 
     def run(
         self, state: SamplerState, current: Density, first: int, start_passes: int = 0
@@ -120,8 +128,9 @@ class _Loop:
         progress.begin(first, current.loglik, writer.n_committed)
         it = first
         stopped = False
+        self.converged = self._converged(it)
         t0 = time.perf_counter()
-        while it < sc.iterations:
+        while it < sc.iterations and not self.converged:
             if self._boundary(it, state):
                 stopped = True
                 break
@@ -144,6 +153,7 @@ class _Loop:
             progress.step(info.accepted, current.loglik, writer.n_committed)
             if writer.n_pending >= cfg.output.commit_every:
                 self.commit(state, current, it)
+                self.converged = self._converged(it)
         self.commit(state, current, it)
         outcome = ChainOutcome(
             setup.chain_id,
@@ -156,9 +166,18 @@ class _Loop:
             start_passes,
             rank.bound_exceedances,
             rank.worst_bound,
+            self.converged and it < sc.iterations,
         )
         self._report_end(outcome, current)
         return outcome
+
+    def _converged(self, it: int) -> bool:
+        """Whether the run has converged, asked with ``it`` iterations done and committed
+        (``stop_when: converged`` only, after warm-up; :func:`~.converged.run_converged`)."""
+        config = self.setup.config
+        if config.sampler.stop_when != STOP_CONVERGED or it <= config.sampler.warmup:
+            return False
+        return run_converged(RunDir.of(config), config, self.setup.chain_id) is not None
 
     def _boundary(self, it: int, state: SamplerState) -> bool:
         """The iteration boundary before iteration ``it``: fix the truncation cut-off at the
@@ -237,9 +256,10 @@ class _Loop:
             truncation=rank.truncation_state(),
             loglik=current.loglik,
             logprior=current.logprior,
-            finished=iteration >= self.setup.config.sampler.iterations,
+            finished=iteration >= self.setup.config.sampler.iterations or self.converged,
             start=self.start,
             bound_exceedances=rank.bound_exceedances,
             worst_bound=rank.worst_bound,
+            converged=self.converged and iteration < self.setup.config.sampler.iterations,
         )
         self.writer.commit(checkpoint.to_json())

@@ -1,0 +1,181 @@
+"""``sampler.stop_when: converged``: whether the run's chains may end.
+
+At each commit after warm-up, a chain's rank 0 asks :func:`run_converged`. The answer is the
+run's :class:`~hawkes_cli.rundir.RunConverged` record when one holds for the current chain
+files; otherwise the chains' committed draws are read as ``hawkes-diagnose`` reads them
+(:func:`hawkes_cli.diagnostics.diagnose`, default burn-in: each chain's warm-up) and, when its
+verdict is OK with every chain of the run contributing (R-hat <= 1.01 and bulk and tail ESS >=
+400 for every checked quantity, no stuck chain, no truncation bound above the tolerance, no
+chain much shorter than the others), the record is written and returned. The first chain to
+find it ends at once; the others end at their next commit, whatever their own draws say then,
+so the run ends with the check that passed.
+
+The check only reads committed draws (SWMR readers; a chain being written is read as of its
+last commit). A chain whose file cannot be read yet, or a run with fewer chains with draws
+than ``chains.count``, is simply not converged yet.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from .. import atomic
+from ..config import Config
+from ..diagnostics import diagnose
+from ..errors import HawkesError
+from ..rundir import RunDir, now_utc
+
+log = logging.getLogger(__name__)
+
+__all__ = ["RunConverged", "committed_draws", "forget", "read_record", "run_converged"]
+
+
+@dataclass(frozen=True)
+class RunConverged:
+    """The run passed its convergence check (``sampler.stop_when: converged``): every chain
+    ends, as finished, at its next commit.
+
+    Attributes
+    ----------
+    config_sha256
+        The config of the run it was found for.
+    chain
+        The chain whose check found it.
+    draws
+        Committed draws of each chain (warm-up included) when it was found, by chain id; a
+        record whose counts exceed a chain's committed draws belongs to chain files that were
+        replaced since, and is ignored.
+    common_draws
+        Post-warm-up draws per chain that R-hat and ESS used.
+    largest_rhat, smallest_ess
+        The worst R-hat and the smallest bulk or tail ESS over the checked quantities.
+    at
+        When it was found (UTC, ISO 8601).
+    """
+
+    config_sha256: str
+    chain: int
+    draws: tuple[int, ...]
+    common_draws: int
+    largest_rhat: float
+    smallest_ess: float
+    at: str
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready dict."""
+        out = asdict(self)
+        out["draws"] = list(self.draws)
+        return out
+
+    @classmethod
+    def from_json(cls, data: Any) -> RunConverged | None:
+        """The record, or None when ``data`` is not one (a damaged file is no record)."""
+        try:
+            return cls(
+                config_sha256=str(data["config_sha256"]),
+                chain=int(data["chain"]),
+                draws=tuple(int(n) for n in data["draws"]),
+                common_draws=int(data["common_draws"]),
+                largest_rhat=float(data["largest_rhat"]),
+                smallest_ess=float(data["smallest_ess"]),
+                at=str(data["at"]),
+            )
+        except (KeyError, TypeError, ValueError):
+            return None
+
+    def holds_for(self, config_sha256: str, draws: Mapping[int, int]) -> bool:
+        """Whether the record belongs to this run's current chain files: the same config, and
+        every chain it counted holds at least as many committed draws now (``draws``)."""
+        return self.config_sha256 == config_sha256 and all(
+            draws.get(k, 0) >= n for k, n in enumerate(self.draws)
+        )
+
+
+def read_record(run_dir: RunDir) -> RunConverged | None:
+    """The run's :class:`RunConverged` record (``RunDir.converged_path``); None when there is
+    none or it is damaged (whether it holds for the current chains: :meth:`~RunConverged.
+    holds_for`)."""
+    try:
+        data = json.loads(run_dir.converged_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return RunConverged.from_json(data)
+
+
+def forget(run_dir: RunDir) -> None:
+    """Remove the run's record (its chains start afresh: their files are new)."""
+    run_dir.converged_path.unlink(missing_ok=True)
+
+
+def committed_draws(run_dir: RunDir, chains: int) -> dict[int, int]:
+    """Committed draws (warm-up included) of each chain with a commit record, by chain id."""
+    out = {}
+    for k in range(chains):
+        try:
+            record = run_dir.commit_record(k)
+        except (HawkesError, OSError):
+            continue
+        if record is not None:
+            out[k] = int(record.get("draws", 0))
+    return out
+
+
+def run_converged(run_dir: RunDir, config: Config, chain_id: int) -> RunConverged | None:
+    """The run's convergence record if the run has converged, else None.
+
+    Parameters
+    ----------
+    run_dir
+        The run directory.
+    config
+        The run's configuration (its hash identifies the record; ``chains.count`` chains must
+        all contribute draws).
+    chain_id
+        The asking chain (recorded when it finds convergence).
+    """
+    draws = committed_draws(run_dir, config.chains.count)
+    record = read_record(run_dir)
+    if record is not None and record.holds_for(config.sha256, draws):
+        return record
+    try:
+        report = diagnose(run_dir.root)
+    except HawkesError as exc:  # no draws after warm-up yet, a file mid-creation
+        log.debug("chain %d: convergence not checked: %s", chain_id, exc)
+        return None
+    used = len(report.used_chains)
+    if used < config.chains.count or report.status != "ok":
+        why = next((v.message for v in report.verdicts if v.level != "ok"), None)
+        log.info(
+            "chain %d: not converged yet (%d post-warm-up draws per chain in common, %d of %d "
+            "chains)%s",
+            chain_id,
+            report.common_draws,
+            used,
+            config.chains.count,
+            f": {why}" if why else "",
+        )
+        return None
+    checked = [r for r in report.rows if r.checked]
+    record = RunConverged(
+        config_sha256=config.sha256,
+        chain=chain_id,
+        draws=tuple(draws.get(k, 0) for k in range(config.chains.count)),
+        common_draws=report.common_draws,
+        largest_rhat=max(r.rhat for r in checked),
+        smallest_ess=min(min(r.ess_bulk, r.ess_tail) for r in checked),
+        at=now_utc(),
+    )
+    atomic.write_json(run_dir.converged_path, record.to_json())
+    log.info(
+        "chain %d: the run converged at %d post-warm-up draws per chain (largest R-hat %.4f, "
+        "smallest ESS %.0f); every chain ends at its next commit",
+        chain_id,
+        record.common_draws,
+        record.largest_rhat,
+        record.smallest_ess,
+    )
+    return record
