@@ -618,6 +618,7 @@ def test_stop_when_converged_ends_every_chain_at_the_first_passing_commit(tmp_pa
     rd = RunDir(cfg.output.run_dir)
     record = read_record(rd)
     assert record is not None and record.config_sha256 == cfg.sha256
+    assert f"converged at {record.common_draws} post-warm-up draws per chain" in proc.stdout
     warm = cfg.sampler.warmup
     for k in range(2):
         ckpt = rd.checkpoint(k)
@@ -681,3 +682,15 @@ def test_a_converged_checkpoint_is_finished_before_its_iterations():
     assert Checkpoint.from_json(older).converged is False
     with pytest.raises(StorageError, match="'converged' must be true or false"):
         Checkpoint.from_json({**older, "converged": "yes"})
+
+
+def test_local_says_when_the_run_did_not_converge_within_its_iterations(tmp_path, events):
+    path = write_config(tmp_path, events, "short", sampler__iterations=120, sampler__warmup=40,
+                        sampler__stop_when="converged")  # fmt: skip
+    proc = subprocess.run(cli("local", str(path)), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "not converged within sampler.iterations (120)" in proc.stdout
+    rd = RunDir(load_config(path).output.run_dir)
+    for k in range(2):
+        ckpt = rd.checkpoint(k)
+        assert ckpt.finished and not ckpt.converged and ckpt.iteration == 120
