@@ -60,6 +60,7 @@ from bench_converge import ESS_MIN, RHAT_MAX, converged, convergence
 
 from hawkes_cli.errors import StorageError
 from hawkes_cli.rundir import RunDir
+from hawkes_cli.runner.converged import read_record
 from hawkes_cli.storage import read_chain
 from hawkes_cli.vocab import PARAM_NAMES
 
@@ -489,6 +490,7 @@ def report(args) -> dict:
         "split": profile_split(args.work / f"profile-m{args.model}.txt"),
         "run": chain_summary(RunDir(run_dir(args))),
         "polls": polls[:: max(1, len(polls) // 200)],
+        "self_stop": self_stop(RunDir(run_dir(args)), local),
     }
     if local.get("converged") is None and rate and out["ess_per_iteration"]:
         worst = min(
@@ -504,6 +506,19 @@ def report(args) -> dict:
             "seconds_from_launch": (args.warmup + per_chain) * rate
             + (polls[0]["t"] if polls else 0.0),
         }
+    return out
+
+
+def self_stop(rd: RunDir, local: dict) -> dict | None:
+    """The run's ``chains/converged.json`` (``sampler.stop_when: converged``), with the
+    second on the run's clock when a chain found it; None without one."""
+    record = read_record(rd)
+    if record is None:
+        return None
+    out = record.to_json()
+    if local.get("launched"):
+        found = datetime.fromisoformat(record.at) - datetime.fromisoformat(local["launched"])
+        out["found_at_s"] = found.total_seconds() + float(local.get("earlier_launches_s") or 0)
     return out
 
 
@@ -544,6 +559,15 @@ def text(r: dict) -> str:
         f"  first poll with min ESS >= {ESS_MIN:.0f}: {when.get('ess')}; with max R-hat <= "
         f"{RHAT_MAX}: {when.get('rhat')} (the run stopped at {stop:.0f} s)"
     )
+    if r.get("self_stop"):
+        c = r["self_stop"]
+        lines.append(
+            f"chains ended themselves (sampler.stop_when: converged): chain {c['chain']} found "
+            f"the run converged at {c.get('found_at_s', float('nan')):.0f} s, "
+            f"{c['common_draws']} post-warm-up draws/chain, largest R-hat "
+            f"{c['largest_rhat']:.4f}, smallest ESS {c['smallest_ess']:.0f}; local ended at "
+            f"{stop:.0f} s"
+        )
     if r.get("projection"):
         p = r["projection"]
         lines.append(

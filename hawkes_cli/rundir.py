@@ -255,7 +255,8 @@ class Progress:
         The fast start's log posterior evaluations so far and the best value seen (the
         search's, on the subsample scaled to the full data, then the full posterior's).
     note
-        What the phase waits for (e.g. another chain's fast start), or None.
+        What the phase waits for (e.g. another chain's fast start); for a running chain of
+        ``stop_when: converged``, its last convergence check; or None.
     """
 
     chain: int

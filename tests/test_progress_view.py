@@ -56,6 +56,16 @@ def test_a_sampling_line_with_its_eta_by_hand():
     )
 
 
+def test_a_chain_that_ends_when_converged_shows_its_last_check():
+    note = "ends when converged, ETA to the cap; not yet at 350 draws/chain: R-hat 1.021 (sigma_x)"
+    r = rec(phase="sampling", it_per_s=10.0, elapsed=123.0, acceptance=0.314, note=note)
+    assert chain_line(r) == (
+        f"chain  0  sampling    1200/2500  10.0 it/s  elapsed 2:03  ETA 2:10  acc 0.31  {note}"
+    )
+    done = rec(status="finished", phase="finished", iteration=1300, elapsed=263.0, note=note)
+    assert chain_line(done) == "chain  0  finished    1300/2500  elapsed 4:23"
+
+
 def test_the_fast_start_line_shows_its_search_or_its_wait():
     r = rec(phase="fast start", iteration=0, evaluations=312, best_log_post=-5123.44, elapsed=41)
     assert chain_line(r) == (

@@ -627,7 +627,7 @@ def test_stop_when_converged_ends_every_chain_at_the_first_passing_commit(tmp_pa
         # the chain ended at the commit after the record at the latest
         assert record.draws[k] <= n <= record.draws[k] + every
         prog = json.loads(rd.progress_path(k).read_text())
-        assert prog["status"] == "finished"
+        assert prog["status"] == "finished" and "converged" in prog["note"]
     common = min(record.draws) - warm
     assert common == record.common_draws
     for name in PARAM_NAMES:

@@ -98,7 +98,7 @@ def chain_line(record: Progress) -> str:
         parts.append(f"ETA {format_duration(eta)}")
     if record.acceptance is not None and phase != PHASE_FAST_START:
         parts.append(f"acc {record.acceptance:.2f}")
-    if phase == PHASE_FAILED and record.note:
+    if phase in (PHASE_FAILED, *_RUNNING) and record.note:
         parts.append(record.note)
     return "  ".join(parts)
 

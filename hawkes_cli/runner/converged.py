@@ -25,13 +25,13 @@ from typing import Any
 
 from .. import atomic
 from ..config import Config
-from ..diagnostics import diagnose
+from ..diagnostics import SummaryRow, diagnose
 from ..errors import HawkesError
 from ..rundir import RunDir, now_utc
 
 log = logging.getLogger(__name__)
 
-__all__ = ["RunConverged", "committed_draws", "forget", "read_record", "run_converged"]
+__all__ = ["Check", "RunConverged", "committed_draws", "forget", "read_record", "run_converged"]
 
 
 @dataclass(frozen=True)
@@ -124,8 +124,27 @@ def committed_draws(run_dir: RunDir, chains: int) -> dict[int, int]:
     return out
 
 
-def run_converged(run_dir: RunDir, config: Config, chain_id: int) -> RunConverged | None:
-    """The run's convergence record if the run has converged, else None.
+@dataclass(frozen=True)
+class Check:
+    """One convergence check: the run's record when it has converged, and a short line for
+    the progress display (e.g. ``"not yet at 350 draws/chain: R-hat 1.021 (sigma_x), ESS 226
+    (mu0)"``)."""
+
+    record: RunConverged | None
+    summary: str
+
+    @property
+    def converged(self) -> bool:
+        return self.record is not None
+
+
+def _worst(rows: list[SummaryRow]) -> tuple[SummaryRow, SummaryRow]:
+    """The checked row of the largest R-hat and the one of the smallest bulk or tail ESS."""
+    return max(rows, key=lambda r: r.rhat), min(rows, key=lambda r: min(r.ess_bulk, r.ess_tail))
+
+
+def run_converged(run_dir: RunDir, config: Config, chain_id: int) -> Check:
+    """Check whether the run has converged (see the module docstring).
 
     Parameters
     ----------
@@ -137,36 +156,45 @@ def run_converged(run_dir: RunDir, config: Config, chain_id: int) -> RunConverge
     chain_id
         The asking chain (recorded when it finds convergence).
     """
-    draws = committed_draws(run_dir, config.chains.count)
+    count = config.chains.count
+    draws = committed_draws(run_dir, count)
     record = read_record(run_dir)
     if record is not None and record.holds_for(config.sha256, draws):
-        return record
+        return Check(record, f"converged (found by chain {record.chain})")
     try:
         report = diagnose(run_dir.root)
     except HawkesError as exc:  # no draws after warm-up yet, a file mid-creation
         log.debug("chain %d: convergence not checked: %s", chain_id, exc)
-        return None
+        return Check(None, "not yet: no draws after warm-up in every chain")
     used = len(report.used_chains)
-    if used < config.chains.count or report.status != "ok":
-        why = next((v.message for v in report.verdicts if v.level != "ok"), None)
+    checked = [r for r in report.rows if r.checked]
+    if used < count or report.status != "ok" or not checked:
+        why = next((v.message for v in report.verdicts if v.level != "ok"), "")
         log.info(
             "chain %d: not converged yet (%d post-warm-up draws per chain in common, %d of %d "
             "chains)%s",
             chain_id,
             report.common_draws,
             used,
-            config.chains.count,
+            count,
             f": {why}" if why else "",
         )
-        return None
-    checked = [r for r in report.rows if r.checked]
+        if used < count or not checked:
+            return Check(None, f"not yet: {used} of {count} chains have draws after warm-up")
+        rhat, ess = _worst(checked)
+        return Check(
+            None,
+            f"not yet at {report.common_draws} draws/chain: R-hat {rhat.rhat:.3f} "
+            f"({rhat.label}), ESS {min(ess.ess_bulk, ess.ess_tail):.0f} ({ess.label})",
+        )
+    rhat, ess = _worst(checked)
     record = RunConverged(
         config_sha256=config.sha256,
         chain=chain_id,
-        draws=tuple(draws.get(k, 0) for k in range(config.chains.count)),
+        draws=tuple(draws.get(k, 0) for k in range(count)),
         common_draws=report.common_draws,
-        largest_rhat=max(r.rhat for r in checked),
-        smallest_ess=min(min(r.ess_bulk, r.ess_tail) for r in checked),
+        largest_rhat=rhat.rhat,
+        smallest_ess=min(ess.ess_bulk, ess.ess_tail),
         at=now_utc(),
     )
     atomic.write_json(run_dir.converged_path, record.to_json())
@@ -178,4 +206,4 @@ def run_converged(run_dir: RunDir, config: Config, chain_id: int) -> RunConverge
         record.largest_rhat,
         record.smallest_ess,
     )
-    return record
+    return Check(record, f"converged at {record.common_draws} draws/chain")

@@ -43,6 +43,9 @@ from .progress import ProgressWriter
 
 log = logging.getLogger(__name__)
 
+#: The progress note of a chain that ends when the run converges (its ETA is to the cap).
+STOP_NOTE = "ends when converged, ETA to the cap"
+
 __all__ = ["ChainOutcome"]
 
 
@@ -173,11 +176,17 @@ class _Loop:
 
     def _converged(self, it: int) -> bool:
         """Whether the run has converged, asked with ``it`` iterations done and committed
-        (``stop_when: converged`` only, after warm-up; :func:`~.converged.run_converged`)."""
+        (``stop_when: converged`` only, after warm-up; :func:`~.converged.run_converged`);
+        the progress record shows the last check."""
         config = self.setup.config
-        if config.sampler.stop_when != STOP_CONVERGED or it <= config.sampler.warmup:
+        if config.sampler.stop_when != STOP_CONVERGED:
             return False
-        return run_converged(RunDir.of(config), config, self.setup.chain_id) is not None
+        if it <= config.sampler.warmup:
+            self.progress.show_note(STOP_NOTE)
+            return False
+        check = run_converged(RunDir.of(config), config, self.setup.chain_id)
+        self.progress.show_note(f"{STOP_NOTE}; {check.summary}")
+        return check.converged
 
     def _boundary(self, it: int, state: SamplerState) -> bool:
         """The iteration boundary before iteration ``it``: fix the truncation cut-off at the

@@ -102,6 +102,11 @@ class ProgressWriter:
         self._due(self._loop_phase(), force=True)
         self._write()
 
+    def show_note(self, note: str) -> None:
+        """A note for a running chain's line (``stop_when: converged``: its last check);
+        written with the next record."""
+        self.note = note
+
     def step(self, accepted: bool, loglik: float, committed: int) -> None:
         """One iteration done (written at a phase change or every few seconds)."""
         self.it += 1
