@@ -289,7 +289,9 @@ def validate_cmd(config_file: Path) -> None:
                f"{config.engine.precision}")  # fmt: skip
     click.echo(f"sampler  {sc.kind}: {sc.iterations} iterations ({sc.warmup} warm-up), thin "
                f"{sc.thin}, seed {sc.seed}, resample every {sc.resample_every or 'never'}"
-               + (f" over {len(resampler[0].keys)} polygons" if resampler else ""))  # fmt: skip
+               + (f" over {len(resampler[0].keys)} polygons" if resampler else "")
+               + ("; chains end when the run converges" if sc.stop_when == STOP_CONVERGED
+                  else ""))  # fmt: skip
     click.echo(f"chains   {ch.count} x {ch.gpus_per_chain} rank(s); run dir "
                f"{config.output.run_dir}")  # fmt: skip
     click.echo("ok")
