@@ -694,3 +694,17 @@ def test_local_says_when_the_run_did_not_converge_within_its_iterations(tmp_path
     for k in range(2):
         ckpt = rd.checkpoint(k)
         assert ckpt.finished and not ckpt.converged and ckpt.iteration == 120
+
+
+def test_a_convergence_check_that_cannot_read_the_run_does_not_end_the_chain(tmp_path, events):
+    from hawkes_cli.runner.converged import read_record, run_converged
+
+    cfg = load_config(write_config(tmp_path, events, "bad", sampler__stop_when="converged"))
+    rd = RunDir(cfg.output.run_dir)
+    rd.chains_dir.mkdir(parents=True)
+    check = run_converged(rd, cfg, 0)  # no chain files at all
+    assert not check.converged and "cannot be diagnosed yet" in check.summary
+    rd.chain_path(1).write_bytes(b"not an HDF5 file")  # another chain's file, unreadable
+    assert not run_converged(rd, cfg, 0).converged
+    rd.converged_path.write_text("{not json")  # a damaged record is no record
+    assert read_record(rd) is None and not run_converged(rd, cfg, 0).converged

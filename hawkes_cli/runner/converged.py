@@ -164,8 +164,8 @@ def run_converged(run_dir: RunDir, config: Config, chain_id: int) -> Check:
     try:
         report = diagnose(run_dir.root)
     except HawkesError as exc:  # no draws after warm-up yet, a file mid-creation
-        log.debug("chain %d: convergence not checked: %s", chain_id, exc)
-        return Check(None, "not yet: no draws after warm-up in every chain")
+        log.info("chain %d: not converged yet: %s", chain_id, exc)
+        return Check(None, "not yet: the run cannot be diagnosed yet (see the chain's log)")
     except (OSError, KeyError, ValueError, RuntimeError) as exc:
         # another chain's file as h5py saw it mid-write: the check is advice, and this chain
         # goes on (it checks again at its next commit) rather than fail for another's file
