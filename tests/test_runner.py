@@ -641,6 +641,10 @@ def test_stop_when_converged_ends_every_chain_at_the_first_passing_commit(tmp_pa
     again = subprocess.run(cli("local", str(path)), capture_output=True, text=True, timeout=120)
     assert again.returncode == 0, again.stderr
     assert [os.stat(rd.chain_path(k)).st_mtime_ns for k in range(2)] == before
+    status = subprocess.run(cli("status", str(rd.root)), capture_output=True, text=True)
+    assert status.returncode == 0, status.stderr
+    assert "2/2 chains finished" in status.stdout
+    assert f"converged at {record.common_draws} post-warm-up draws per chain" in status.stdout
 
 
 def test_a_chain_ends_at_its_first_commit_once_the_run_has_converged(tmp_path, events):

@@ -10,6 +10,7 @@ import json
 import shlex
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -69,7 +70,9 @@ def status_cmd(run_dir: Path, as_json: bool) -> None:
     state, and the chain's phase."""
     import dataclasses
 
+    from ..rundir import RunDir
     from ..slurm import run_status
+    from ..vocab import STOP_CONVERGED
 
     rows = run_status(run_dir)
     if as_json:
@@ -88,6 +91,30 @@ def status_cmd(run_dir: Path, as_json: bool) -> None:
         )
     done = sum(r.finished for r in rows)
     click.echo(f"{done}/{len(rows)} chains finished")
+    config = RunDir(run_dir).load_config()
+    if config.sampler.stop_when == STOP_CONVERGED:
+        click.echo(convergence_line(config))
+
+
+def convergence_line(config: Any) -> str:
+    """What ``stop_when: converged`` found, in one line (``local``'s summary, ``status``)."""
+    from ..rundir import RunDir
+    from ..runner.converged import committed_draws, read_record
+
+    rd = RunDir.of(config)
+    record = read_record(rd)
+    if record is None or not record.holds_for(
+        config.sha256, committed_draws(rd, config.chains.count)
+    ):
+        return (
+            f"not converged within sampler.iterations ({config.sampler.iterations}): "
+            "hawkes-diagnose says what is missing"
+        )
+    return (
+        f"converged at {record.common_draws} post-warm-up draws per chain (largest R-hat "
+        f"{record.largest_rhat:.4f}, smallest ESS {record.smallest_ess:.0f}; "
+        f"{rd.converged_path})"
+    )
 
 
 @click.command("cancel")

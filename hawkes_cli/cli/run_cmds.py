@@ -357,26 +357,5 @@ def local_cmd(config_file: Path, jobs: int | None, overwrite: bool) -> None:
     click.echo(f"done in {time.monotonic() - t0:.0f} s: {config.chains.count} chains in "
                f"{RunDir(run_dir).chains_dir}")  # fmt: skip
     if config.sampler.stop_when == STOP_CONVERGED:
-        click.echo(_convergence_line(config))
+        click.echo(cluster_cmds.convergence_line(config))
     click.echo(f"diagnose with: hawkes-diagnose {shlex.quote(str(run_dir))}")
-
-
-def _convergence_line(config: Any) -> str:
-    """What ``stop_when: converged`` found, in one line for ``local``'s summary."""
-    from ..rundir import RunDir
-    from ..runner.converged import committed_draws, read_record
-
-    rd = RunDir.of(config)
-    record = read_record(rd)
-    if record is None or not record.holds_for(
-        config.sha256, committed_draws(rd, config.chains.count)
-    ):
-        return (
-            f"not converged within sampler.iterations ({config.sampler.iterations}): "
-            "hawkes-diagnose says what is missing"
-        )
-    return (
-        f"converged at {record.common_draws} post-warm-up draws per chain (largest R-hat "
-        f"{record.largest_rhat:.4f}, smallest ESS {record.smallest_ess:.0f}; "
-        f"{rd.converged_path})"
-    )
