@@ -624,7 +624,7 @@ def test_stop_when_converged_ends_every_chain_at_the_first_passing_commit(tmp_pa
         ckpt = rd.checkpoint(k)
         assert ckpt.finished and ckpt.converged and ckpt.iteration < cap
         n = draws(cfg.output.run_dir, k)["sigma_x"].size
-        # the chain ended at the commit after the record at the latest
+        # the chain ended soon after the record: before its next commit at the latest
         assert record.draws[k] <= n <= record.draws[k] + every
         prog = json.loads(rd.progress_path(k).read_text())
         assert prog["status"] == "finished" and "converged" in prog["note"]
@@ -647,9 +647,9 @@ def test_stop_when_converged_ends_every_chain_at_the_first_passing_commit(tmp_pa
     assert f"converged at {record.common_draws} post-warm-up draws per chain" in status.stdout
 
 
-def test_a_chain_ends_at_its_first_commit_once_the_run_has_converged(tmp_path, events):
-    """The record another chain wrote ends this one at its first commit after warm-up, as
-    finished; a record of replaced chain files (more draws than they hold) is ignored."""
+def test_a_chain_ends_once_another_found_the_run_converged(tmp_path, events):
+    """The record another chain wrote ends this one, as finished, as soon as it looks after
+    warm-up; a record of replaced chain files (more draws than they hold) is ignored."""
     from hawkes_cli.runner.converged import RunConverged
 
     path = write_config(tmp_path, events, "rec", sampler__iterations=300, sampler__warmup=40,
@@ -665,10 +665,11 @@ def test_a_chain_ends_at_its_first_commit_once_the_run_has_converged(tmp_path, e
     record = RunConverged(cfg.sha256, 0, (300, 0), 260, 1.0, 500.0, "now")
     atomic.write_json(rd.converged_path, record.to_json())
     out = run_chain(cfg, 1)
-    assert out.finished and out.converged and out.iteration == 60  # first commit after 40
+    # it looks for the record from its first iteration after warm-up (40), then commits
+    assert out.finished and out.converged and out.iteration == 41
     ckpt = rd.checkpoint(1)
-    assert ckpt.finished and ckpt.converged and ckpt.iteration == 60
-    assert draws(cfg.output.run_dir, 1)["sigma_x"].size == 60
+    assert ckpt.finished and ckpt.converged and ckpt.iteration == 41
+    assert draws(cfg.output.run_dir, 1)["sigma_x"].size == 41
     assert RunDir(cfg.output.run_dir).is_finished(1)
 
 

@@ -7,8 +7,9 @@ chain files; otherwise the chains' committed draws are read as ``hawkes-diagnose
 verdict is OK with every chain of the run contributing (R-hat <= 1.01 and bulk and tail ESS >=
 400 for every checked quantity, no stuck chain, no truncation bound above the tolerance, no
 chain much shorter than the others), the record is written and returned. The first chain to
-find it ends at once; the others end at their next commit, whatever their own draws say then,
-so the run ends with the check that passed.
+find it ends at once; the others end as soon as they see the record (:func:`found`, looked for
+between commits every :data:`LOOK_SECONDS`), whatever their own draws say then, so the run
+ends with the check that passed.
 
 The check only reads committed draws (SWMR readers; a chain being written is read as of its
 last commit). A chain whose file cannot be read yet, or a run with fewer chains with draws
@@ -31,13 +32,25 @@ from ..rundir import RunDir, now_utc
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Check", "RunConverged", "committed_draws", "forget", "read_record", "run_converged"]
+#: Seconds between a chain's looks for another chain's record between its commits.
+LOOK_SECONDS = 5.0
+
+__all__ = [
+    "LOOK_SECONDS",
+    "Check",
+    "RunConverged",
+    "committed_draws",
+    "forget",
+    "found",
+    "read_record",
+    "run_converged",
+]
 
 
 @dataclass(frozen=True)
 class RunConverged:
     """The run passed its convergence check (``sampler.stop_when: converged``): every chain
-    ends, as finished, at its next commit.
+    ends, as finished, as soon as it sees this record.
 
     Attributes
     ----------
@@ -106,6 +119,16 @@ def read_record(run_dir: RunDir) -> RunConverged | None:
     return RunConverged.from_json(data)
 
 
+def found(run_dir: RunDir, config: Config) -> RunConverged | None:
+    """The run's record when another chain found the run converged and it holds for the
+    current chain files (reads small JSON files only: cheap enough between commits)."""
+    record = read_record(run_dir)
+    if record is None:
+        return None
+    draws = committed_draws(run_dir, config.chains.count)
+    return record if record.holds_for(config.sha256, draws) else None
+
+
 def forget(run_dir: RunDir) -> None:
     """Remove the run's record (its chains start afresh: their files are new)."""
     run_dir.converged_path.unlink(missing_ok=True)
@@ -157,10 +180,10 @@ def run_converged(run_dir: RunDir, config: Config, chain_id: int) -> Check:
         The asking chain (recorded when it finds convergence).
     """
     count = config.chains.count
-    draws = committed_draws(run_dir, count)
-    record = read_record(run_dir)
-    if record is not None and record.holds_for(config.sha256, draws):
+    record = found(run_dir, config)
+    if record is not None:
         return Check(record, f"converged (found by chain {record.chain})")
+    draws = committed_draws(run_dir, count)
     try:
         report = diagnose(run_dir.root)
     except HawkesError as exc:  # no draws after warm-up yet, a file mid-creation
@@ -205,7 +228,7 @@ def run_converged(run_dir: RunDir, config: Config, chain_id: int) -> Check:
     atomic.write_json(run_dir.converged_path, record.to_json())
     log.info(
         "chain %d: the run converged at %d post-warm-up draws per chain (largest R-hat %.4f, "
-        "smallest ESS %.0f); every chain ends at its next commit",
+        "smallest ESS %.0f); every chain ends as soon as it sees this",
         chain_id,
         record.common_draws,
         record.largest_rhat,

@@ -17,7 +17,8 @@ makes the buffered draws and a typed :class:`~hawkes_cli.rundir.Checkpoint` dura
 
 Stopping at convergence (``sampler.stop_when: converged``). After each commit past warm-up
 (and before the first iteration of a resumed chain past it), rank 0 asks
-:func:`~.converged.run_converged`; once the run has converged the chain commits again as
+:func:`~.converged.run_converged`; between commits it looks for another chain's record every
+few seconds (:func:`~.converged.found`). Once the run has converged the chain commits as
 finished (``Checkpoint.converged``) and ends, like a chain that ran all its iterations.
 """
 
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import time
 from dataclasses import dataclass
 
@@ -38,7 +40,7 @@ from ..start import StartResult
 from ..stop import StopFlag
 from ..storage import ChainWriter
 from ..vocab import PARAM_NAMES, PHASE_FINISHED, PHASE_STOPPED, STOP_CONVERGED
-from .converged import run_converged
+from .converged import LOOK_SECONDS, found, run_converged
 from .progress import ProgressWriter
 
 log = logging.getLogger(__name__)
@@ -117,6 +119,7 @@ class _Loop:
         self.progress = progress
         self.start = None if start is None else start.to_json()
         self.converged = False  # the run converged (stop_when: converged): end at the commit
+        self._looked = -math.inf  # when _found_by_another last looked (time.monotonic)
 
     def run(
         self, state: SamplerState, current: Density, first: int, start_passes: int = 0
@@ -157,6 +160,8 @@ class _Loop:
             if writer.n_pending >= cfg.output.commit_every:
                 self.commit(state, current, it)
                 self.converged = self._converged(it)
+            else:
+                self.converged = self._found_by_another(it)
         self.commit(state, current, it)
         outcome = ChainOutcome(
             setup.chain_id,
@@ -187,6 +192,22 @@ class _Loop:
         check = run_converged(RunDir.of(config), config, self.setup.chain_id)
         self.progress.show_note(f"{STOP_NOTE}; {check.summary}")
         return check.converged
+
+    def _found_by_another(self, it: int) -> bool:
+        """Between commits: whether another chain found the run converged (its record, looked
+        for every :data:`~.converged.LOOK_SECONDS`; ``stop_when: converged``, after
+        warm-up)."""
+        config = self.setup.config
+        if config.sampler.stop_when != STOP_CONVERGED or it <= config.sampler.warmup:
+            return False
+        now = time.monotonic()
+        if now - self._looked < LOOK_SECONDS:
+            return False
+        self._looked = now
+        if found(RunDir.of(config), config) is None:
+            return False
+        self.progress.show_note(f"{STOP_NOTE}; converged (found by another chain)")
+        return True
 
     def _boundary(self, it: int, state: SamplerState) -> bool:
         """The iteration boundary before iteration ``it``: fix the truncation cut-off at the
