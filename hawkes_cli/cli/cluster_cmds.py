@@ -93,19 +93,20 @@ def status_cmd(run_dir: Path, as_json: bool) -> None:
     click.echo(f"{done}/{len(rows)} chains finished")
     config = RunDir(run_dir).load_config()
     if config.sampler.stop_when == STOP_CONVERGED:
-        click.echo(convergence_line(config))
+        click.echo(convergence_line(config, ended=done == len(rows)))
 
 
-def convergence_line(config: Any) -> str:
-    """What ``stop_when: converged`` found, in one line (``local``'s summary, ``status``)."""
+def convergence_line(config: Any, *, ended: bool = True) -> str:
+    """What ``stop_when: converged`` found, in one line (``local``'s summary, ``status``);
+    ``ended``: whether every chain has ended (else the run may still converge)."""
     from ..rundir import RunDir
-    from ..runner.converged import committed_draws, read_record
+    from ..runner.converged import found
 
     rd = RunDir.of(config)
-    record = read_record(rd)
-    if record is None or not record.holds_for(
-        config.sha256, committed_draws(rd, config.chains.count)
-    ):
+    record = found(rd, config)
+    if record is None:
+        if not ended:
+            return "not converged yet: each chain checks at its commits after warm-up"
         return (
             f"not converged within sampler.iterations ({config.sampler.iterations}): "
             "hawkes-diagnose says what is missing"
