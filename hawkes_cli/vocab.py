@@ -15,6 +15,15 @@ PARAM_NAMES: tuple[str, ...] = ("mu0", "tau_t", "xi0", "sigma_x", "sigma_t")
 #: Model kinds: 1 constant spatial lengthscale, 2 lengthscale ``sigma_x / sqrt(density)``.
 MODELS: tuple[int, ...] = (1, 2)
 
+#: Edge corrections (``model.edge``): ``none`` is the paper's likelihood (every event's whole
+#: trigger mass in the compensator); ``censored`` counts only the trigger mass inside the study
+#: region (offspring across the border or in the sea happen but are not in the data;
+#: :mod:`hawkes_cli.engine.region`).
+EDGE_NONE = "none"
+EDGE_CENSORED = "censored"
+EDGES: tuple[str, ...] = (EDGE_NONE, EDGE_CENSORED)
+DEFAULT_EDGE = EDGE_NONE
+
 #: MCMC sampler kinds (``sampler.kind``): ``univariate`` and ``block`` reproduce the paper,
 #: ``tiered`` (the default) spends one trigger pass per iteration and many cheap moves (no
 #: trigger pass).

@@ -24,6 +24,7 @@ from ..vocab import (
     DEFAULT_CHAINS,
     DEFAULT_CHAINS_PER_NODE,
     DEFAULT_COMMIT_EVERY,
+    DEFAULT_EDGE,
     DEFAULT_ENGINE,
     DEFAULT_GPUS_PER_CHAIN,
     DEFAULT_GPUS_PER_NODE,
@@ -44,6 +45,7 @@ from ..vocab import (
     DEFAULT_STOP_WHEN,
     DEFAULT_THIN,
     DEFAULT_TOLERANCE,
+    EDGES,
     ENGINES,
     MODELS,
     PARAM_NAMES,
@@ -151,9 +153,14 @@ class ModelConfig:
     ----------
     kind
         1 (constant trigger lengthscale) or 2 (lengthscale ``sigma_x / sqrt(density)``).
+    edge
+        One of :data:`~hawkes_cli.vocab.EDGES`: ``"none"`` (the paper's likelihood) or
+        ``"censored"`` (the compensator counts each event's trigger mass inside the study
+        region only; :mod:`hawkes_cli.engine.region`).
     """
 
     kind: int = field(default=DEFAULT_MODEL, metadata=choice(MODELS))
+    edge: str = field(default=DEFAULT_EDGE, metadata=choice(EDGES) | {OMIT_WHEN: DEFAULT_EDGE})
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,7 @@ from ..vocab import (
     tolerance_problem,
 )
 from .base import BoundedPairBackend, Evaluation, Likelihood, PairBackend, TimeStructure
+from .region import EdgeMass, Region
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +61,7 @@ def build_likelihood(
     comm: Comm | None = None,
     window_end: float | None = None,
     balance: tuple[float, float] | None = None,
+    region: Region | None = None,
 ) -> Likelihood:
     """The log-likelihood of ``data`` for this rank of ``comm``, on the engine of ``settings``.
 
@@ -96,6 +98,10 @@ def build_likelihood(
         ``(sigma_x, sigma_t)`` at which to estimate the truncated work per row when splitting
         rows over ranks (``tolerance > 0`` and ``comm.size > 1``; e.g. the initial values);
         default: the exact pair-term counts.
+    region
+        The study region of the censored edge correction (``model.edge: censored``,
+        :mod:`.region`): the compensator counts each event's trigger mass inside it. None:
+        the paper's likelihood.
 
     Raises
     ------
@@ -110,7 +116,11 @@ def build_likelihood(
     rows = _rows(data, ts, settings, model=model, comm=comm, balance=balance)
     backend = _pair_backend(data, ts, settings, model=model, area=area, rows=rows, comm=comm)
     log.info("rank %d/%d: rows %d..%d of %d", comm.rank, comm.size, *rows, data.n)
-    return Likelihood(backend, data.time, window_end=window_end, comm=comm, times=ts)
+    edge = None
+    if region is not None:
+        density = data.density if model == 2 else None
+        edge = EdgeMass(region, data.x, data.y, rows=rows, density=density)
+    return Likelihood(backend, data.time, window_end=window_end, comm=comm, times=ts, edge=edge)
 
 
 def make_likelihood(
@@ -126,6 +136,7 @@ def make_likelihood(
     tolerance: float = EXACT_TOLERANCE,
     balance: tuple[float, float] | None = None,
     background: str = DEFAULT_BACKGROUND,
+    region: Region | None = None,
 ) -> Likelihood:
     """:func:`build_likelihood` with the engine settings as keywords (``engine`` is the
     section's ``backend``), for ``hawkes-run loglik`` and tests; ``tolerance`` defaults to
@@ -139,7 +150,14 @@ def make_likelihood(
         background=background,
     )
     return build_likelihood(
-        data, settings, model=model, area=area, comm=comm, window_end=window_end, balance=balance
+        data,
+        settings,
+        model=model,
+        area=area,
+        comm=comm,
+        window_end=window_end,
+        balance=balance,
+        region=region,
     )
 
 

@@ -36,6 +36,7 @@ from scipy.special import ndtr
 from ..errors import DeviceError
 from ..model import Params
 from ..parallel import Comm, SerialComm
+from .region import EdgeMass
 
 log = logging.getLogger(__name__)
 
@@ -216,12 +217,17 @@ class Evaluation:
     error_bound : float
         Rigorous bound on ``|loglik - exact loglik|`` due to omitted trigger terms (all ranks;
         0 for exact backends); working-precision rounding is not included.
+    edge_error : float
+        With an edge correction (``model.edge: censored``): the error of its compensator term
+        in nats (all ranks), ``xi0 * sum_n w_n * e_n`` over the events' mass error scales
+        (:mod:`.region`; an estimate on the raster path, not a bound); 0 without one.
     """
 
     loglik: float
     B: np.ndarray
     E: np.ndarray
     error_bound: float = 0.0
+    edge_error: float = 0.0
 
 
 class Likelihood:
@@ -241,6 +247,10 @@ class Likelihood:
     times
         The tie structure of ``time``, when already built (as by
         :func:`~hawkes_cli.engine.build_likelihood`); built here otherwise.
+    edge
+        The censored edge correction (:class:`~hawkes_cli.engine.region.EdgeMass` of this
+        rank's rows): the compensator's trigger term of event n is weighted by its trigger
+        mass inside the study region. None: the paper's likelihood (every mass 1).
 
     A backend that subclasses :class:`BoundedPairBackend` has its tolerance checked by
     :meth:`evaluate` and its cut-off kept by :meth:`truncation_state`.
@@ -270,8 +280,10 @@ class Likelihood:
         window_end: float | None = None,
         comm: Comm | None = None,
         times: TimeStructure | None = None,
+        edge: EdgeMass | None = None,
     ) -> None:
         self.backend = backend
+        self.edge = edge
         self.comm = comm or SerialComm()
         t = np.asarray(time, dtype=np.float64)
         self.window_end = float(t[-1]) if window_end is None else float(window_end)
@@ -279,8 +291,10 @@ class Likelihood:
             raise ValueError(f"window end {self.window_end} is before the last event time {t[-1]}")
         ts = TimeStructure.from_times(t) if times is None else times
         # the compensator depends on the time alone: once per distinct time of these rows
-        rows_u, self._tcount = np.unique(
-            ts.inverse[backend.row_start : backend.row_stop], return_counts=True
+        rows_u, self._row_time, self._tcount = np.unique(
+            ts.inverse[backend.row_start : backend.row_stop],
+            return_inverse=True,
+            return_counts=True,
         )
         self._tu = ts.unique[rows_u]
         self._b_cache: OrderedDict[float, np.ndarray] = OrderedDict()
@@ -368,6 +382,8 @@ class Likelihood:
         """New locations for all events; the trigger cache is dropped (and the remembered
         log-likelihoods, which were of the old locations)."""
         self.backend.set_locations(x, y)
+        if self.edge is not None:
+            self.edge.set_locations(x, y)
         self._e_cache.clear()
         self._recent_ll.clear()
 
@@ -390,28 +406,36 @@ class Likelihood:
 
     def local_loglik(self, p: Params) -> tuple[float, np.ndarray, np.ndarray]:
         """This rank's share of the log-likelihood and its B, E (no communication)."""
-        part, B, E, _ = self._local(p)
+        part, B, E, _, _ = self._local(p)
         return part, B, E
 
-    def _local(self, p: Params) -> tuple[float, np.ndarray, np.ndarray, float]:
+    def _local(self, p: Params) -> tuple[float, np.ndarray, np.ndarray, float, float]:
         why = out_of_range(p)
         if why is not None:
             log.warning("%s", why)
             rows = np.full(self.backend.row_stop - self.backend.row_start, np.nan)
-            return -math.inf, rows, rows, 0.0
+            return -math.inf, rows, rows, 0.0, 0.0
         B = self._background(p.tau_t)
         E, omega = self._trigger(p.sigma_x, p.sigma_t)
         lam = np.maximum(p.mu0 * B + p.xi0 * E, LAMBDA_FLOOR)
         logs = np.log(lam)
         T, t = self.window_end, self._tu
-        comp = p.mu0 * (ndtr((T - t) / p.tau_t) - ndtr(-t / p.tau_t)) - p.xi0 * np.expm1(
-            -(T - t) / p.sigma_t
-        )
+        background = p.mu0 * (ndtr((T - t) / p.tau_t) - ndtr(-t / p.tau_t))
+        # the trigger's share of the window after each distinct time, 1 - exp(-(T - t)/sigma_t)
+        share = -np.expm1(-(T - t) / p.sigma_t)
+        edge_error = 0.0
+        if self.edge is None:  # the paper's: every event's whole trigger mass
+            comp = float(np.dot(background + p.xi0 * share, self._tcount))
+        else:  # censored: only the trigger mass inside the study region
+            mass, error = self.edge.mass(p.sigma_x)
+            inside = np.bincount(self._row_time, weights=mass, minlength=t.size)
+            comp = float(np.dot(background, self._tcount) + p.xi0 * np.dot(share, inside))
+            edge_error = p.xi0 * float(np.dot(share[self._row_time], error))
         # |log max(lam, f) - log max(lam~, f)| <= log1p(xi0 omega / max(lam~, f)), lam >= lam~
         bound = 0.0 if omega is None else float(np.sum(np.log1p(p.xi0 * omega / lam)))
         if self._bounded is not None and self._bounded.check_failure:
             bound = math.nan  # every rank learns of it from the reduced bound
-        return float(np.sum(logs) - np.dot(comp, self._tcount)), B, E, bound
+        return float(np.sum(logs) - comp), B, E, bound, edge_error
 
     def evaluate(self, p: Params) -> Evaluation:
         """Full evaluation (collective over ``comm``): log-likelihood and this rank's parts.
@@ -437,10 +461,12 @@ class Likelihood:
             bounded.calibrate(p.sigma_x, p.sigma_t, base, p.xi0, self.comm)
             self._e_cache.clear()
         while True:
-            part, B, E, bound = self._local(p)
+            part, B, E, bound, edge_error = self._local(p)
             ll = self.comm.allreduce_sum(part)
+            if self.edge is not None:
+                edge_error = self.comm.allreduce_sum(edge_error)
             if bounded is None:
-                return Evaluation(loglik=ll, B=B, E=E)
+                return Evaluation(loglik=ll, B=B, E=E, edge_error=edge_error)
             bound = self.comm.allreduce_sum(bound)
             if math.isnan(bound):
                 raise DeviceError(
@@ -459,14 +485,14 @@ class Likelihood:
                     ll,
                     HOPELESS_NATS,
                 )
-                return Evaluation(loglik=ll, B=B, E=E, error_bound=bound)
+                return Evaluation(loglik=ll, B=B, E=E, error_bound=bound, edge_error=edge_error)
             self._remember(p, ll)
             if not self.adapt_cutoff and math.isfinite(ll):
                 self.worst_bound = max(self.worst_bound, bound)
                 if bound > tolerance:
                     self._exceeded(bound, tolerance)
             if bound <= tolerance or not math.isfinite(ll) or not self.adapt_cutoff:
-                return Evaluation(loglik=ll, B=B, E=E, error_bound=bound)
+                return Evaluation(loglik=ll, B=B, E=E, error_bound=bound, edge_error=edge_error)
             excess = bound / tolerance if tolerance > 0 else math.inf
             if not bounded.tighten(excess):
                 log.warning(
@@ -475,7 +501,7 @@ class Likelihood:
                     bound,
                     tolerance,
                 )
-                return Evaluation(loglik=ll, B=B, E=E, error_bound=bound)
+                return Evaluation(loglik=ll, B=B, E=E, error_bound=bound, edge_error=edge_error)
             self.tightenings += 1
             self._e_cache.clear()  # computed at the looser cut-off
 

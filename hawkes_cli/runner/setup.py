@@ -21,7 +21,7 @@ from ..data import EventData, load_events, resolve_area
 from ..distributed import ChainRank, ChainSetup
 from ..engine import Likelihood, build_likelihood
 from ..parallel import Comm
-from ..resample import LocationStream, make_resampler
+from ..resample import LocationStream, make_resampler, study_region
 from ..start.subsample import LikelihoodOf, start_locations, subsample_likelihood
 from ..stop import StopFlag
 
@@ -64,6 +64,8 @@ def build_chain(config: Config, chain_id: int, comm: Comm, stop: StopFlag) -> Ch
         initial |= dict(sc.initial)
     # the truncated trigger's uneven row work is balanced at the initial lengthscales
     balance = (initial["sigma_x"], initial["sigma_t"])
+    resampler = make_resampler(config, data)
+    region = study_region(config, data, None if resampler is None else resampler[0])
 
     def likelihood_of(events: EventData, window_end: float | None) -> Likelihood:
         return build_likelihood(
@@ -74,13 +76,13 @@ def build_chain(config: Config, chain_id: int, comm: Comm, stop: StopFlag) -> Ch
             comm=comm,
             window_end=window_end,
             balance=balance,
+            region=region,
         )
 
     likelihood = likelihood_of(data, config.data.window_end)
     if sc.kind == "tiered":  # a new tau_t per move: keep the current B; new sigmas: its E
         likelihood.background_cache_size = sc.n_cheap + sc.n_expensive + 2
         likelihood.trigger_cache_size = sc.n_expensive + 1
-    resampler = make_resampler(config, data)
     search_locations, subsample = _search_inputs(config, data, resampler, likelihood_of)
     mcmc_seq, loc_seq = np.random.SeedSequence(sc.seed, spawn_key=(chain_id,)).spawn(2)
     locations = None
