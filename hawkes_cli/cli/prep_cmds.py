@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from ..errors import UsageError
+from ..simulate import GEOGRAPHIES, SIMULATE_EDGES
 from ..vocab import COUNTS, CSV_READERS, LAND_UNITS, LOCATIONS, REGION_NAMES
 from .options import (
     CONTEXT_SETTINGS,
@@ -50,7 +51,7 @@ def prep(verbose: int) -> None:
     type=int,
     default=1000,
     show_default=True,
-    help="Expected number of background events.",
+    help="Number of background events (exactly this many).",
 )
 @click.option(
     "--t-end", type=float, default=365.0, show_default=True, help="End of the time window (days)."
@@ -83,6 +84,23 @@ def prep(verbose: int) -> None:
 )
 @click.option("--integer-days", is_flag=True, help="Floor times to whole days (ties).")
 @click.option("--seed", type=int, default=0, show_default=True)
+@click.option(
+    "--geography",
+    type=click.Choice(GEOGRAPHIES),
+    default="rectangle",
+    show_default=True,
+    help="rectangle: --bounds (and --grid); us: the lower 48 states + DC in lon/lat degrees, "
+    "background cases in counties by population, uniform in the county polygon, sigma_x in "
+    "degrees (reads the Census polygons, ~10 s).",
+)
+@click.option(
+    "--edge",
+    type=click.Choice(SIMULATE_EDGES),
+    default="censored",
+    show_default=True,
+    help="A child displaced outside the region (rectangle or land): censored drops it "
+    "(unobserved, no children); renormalized redraws its displacement until it lands inside.",
+)
 def simulate_cmd(
     out: Path,
     model: str,
@@ -94,37 +112,64 @@ def simulate_cmd(
     density_range: tuple[float, float],
     integer_days: bool,
     seed: int,
+    geography: str,
+    edge: str,
 ) -> None:
     """Simulate events from the model (branching representation) into an events file."""
     from ..data import save_events
     from ..model import parse_param_items
     from ..rundir import refuse_output
-    from ..simulate import DensityGrid, simulate
+    from ..simulate import CountyMap, DensityGrid, simulate
 
     refuse_output(out, "the events")
 
     given = {item.partition("=")[0].strip() for item in params}
     items = [*params, *(f"{k}={v}" for k, v in _SIMULATE_PARAMS.items() if k not in given)]
     p = parse_param_items(items)
-    if model == "2" and grid is None:
-        grid = (10, 10)
-    density_grid = None
-    if grid is not None:
-        density_grid = DensityGrid.log_uniform(
-            tuple(bounds), grid[0], grid[1], density_range[0], density_range[1], seed
-        )
+    region: dict[str, Any] = {}
+    if geography == "us":
+        ctx = click.get_current_context()
+        named = [
+            f"--{name.replace('_', '-')}"
+            for name in ("bounds", "grid", "density_range")
+            if ctx.get_parameter_source(name) != click.core.ParameterSource.DEFAULT
+        ]
+        if named:
+            raise UsageError(
+                f"{', '.join(named)} {'describes' if len(named) == 1 else 'describe'} the "
+                "rectangle; with --geography us the region is "
+                "the lower 48 states + DC and densities come from the county table: leave "
+                f"{'it' if len(named) == 1 else 'them'} out"
+            )
+        click.echo("reading and triangulating the county polygons (~10 s)", err=True)
+        region["counties"] = CountyMap.conus()
+    else:
+        if model == "2" and grid is None:
+            grid = (10, 10)
+        region["bounds"] = tuple(bounds)
+        if grid is not None:
+            region["grid"] = DensityGrid.log_uniform(
+                tuple(bounds), grid[0], grid[1], density_range[0], density_range[1], seed
+            )
     data = simulate(
         p,
         model=int(model),
         n_background=n_background,
         t_end=t_end,
-        bounds=tuple(bounds),
         seed=seed,
-        grid=density_grid,
         integer_days=integer_days,
+        edge=edge,
+        **region,
     )
     save_events(data, out)
-    click.echo(f"wrote {data.n} events to {out} (area {data.attrs.get('area')})")
+    a = data.attrs
+    click.echo(f"wrote {data.n} events to {out} (area {a.get('area')})")
+    if geography == "us" or edge != "censored":
+        click.echo(
+            f"  {a['n_background']} background, {a['n_offspring']} offspring; children "
+            f"dropped: {a['n_discarded_time']} late, {a['n_discarded_space']} outside; "
+            f"{a['n_redrawn']} redrawn ({a['n_redraws']} draws)"
+        )
 
 
 def _prep_progress(quiet: bool) -> Callable[[str], None] | None:

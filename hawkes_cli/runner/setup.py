@@ -21,7 +21,8 @@ from ..data import EventData, load_events, resolve_area
 from ..distributed import ChainRank, ChainSetup
 from ..engine import Likelihood, build_likelihood
 from ..parallel import Comm
-from ..resample import LocationStream, make_resampler, study_region
+from ..regions import study_region
+from ..resample import LocationStream, make_resampler
 from ..start.subsample import LikelihoodOf, start_locations, subsample_likelihood
 from ..stop import StopFlag
 
