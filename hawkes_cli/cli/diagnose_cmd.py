@@ -41,6 +41,13 @@ from .options import CONTEXT_SETTINGS, json_option, setup_logging, verbose_optio
     help="Events file for --county and time units (default: the config's).",
 )
 @click.option("--strict", is_flag=True, help="Exit non-zero when any check fails.")
+@click.option(
+    "--systematic/--no-systematic",
+    default=True,
+    show_default=True,
+    help="Weigh the trigger mass outside the study region and the offspring hidden by same-time "
+    "ties against xi0's posterior sd (reads the events and the run's polygons: seconds).",
+)
 @json_option("Print JSON instead of the table.")
 @click.option("--csv", "as_csv", is_flag=True, help="Print CSV instead of the table.")
 @click.option(
@@ -97,6 +104,7 @@ def diagnose(
     counties: tuple[str, ...],
     events: Path | None,
     strict: bool,
+    systematic: bool,
     as_json: bool,
     as_csv: bool,
     netcdf: Path | None,
@@ -112,7 +120,7 @@ def diagnose(
 
     Reads only committed draws, so it works on running chains too. Verdicts: R-hat above 1.01
     warns and above 1.05 fails; ESS below 400 warns; stuck chains, NaN/inf draws and chains much
-    shorter than the others are named.
+    shorter than the others are named; so are edge and tie errors above xi0's posterior sd.
     """
     from .. import diagnostics as dg
     from ..diagnostics.truth import format_truth
@@ -123,9 +131,8 @@ def diagnose(
     if date is not None and gof_dir is None:
         raise UsageError("--date needs --gof DIR")
     _check_outputs(run_dir, (events, gof_counties), netcdf=netcdf, plots=plots, gof=gof_dir)
-    opts = dg.DiagnoseOptions(
-        burn=burn, thin=thin, counties=tuple(counties), strict=strict, events=events
-    )
+    given = {"strict": strict, "events": events, "systematic": systematic}
+    opts = dg.DiagnoseOptions(burn=burn, thin=thin, counties=tuple(counties), **given)
     report = dg.diagnose(run_dir, opts)
     if as_json:
         click.echo(json.dumps(dg.to_json(report), indent=1))

@@ -224,8 +224,9 @@ background_option: Decorator = click.option(
     type=click.Choice(BACKGROUNDS),
     default=DEFAULT_BACKGROUND,
     show_default=True,
-    help="auto: the background once per distinct time (the day lattice); pairs: force the "
-    "plain pair sum over all events (OpenCL).",
+    help="auto: the background once per distinct time (the day lattice), or on a fine time "
+    "lattice by FFT above 2,048 distinct times; lattice: always on the lattice (bounded; exact for "
+    "whole days); pairs: force the plain pair sum over all events (OpenCL).",
 )
 
 

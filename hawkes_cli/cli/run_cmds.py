@@ -14,7 +14,7 @@ from typing import Any
 import click
 
 from ..errors import DeviceError, HawkesError, UsageError
-from ..vocab import STOP_CONVERGED, tolerance_problem
+from ..vocab import DEFAULT_EDGE, EDGE_NONE, EDGES, STOP_CONVERGED, tolerance_problem
 from . import cluster_cmds
 from .options import (
     CONTEXT_SETTINGS,
@@ -66,6 +66,14 @@ for _command in cluster_cmds.COMMANDS:
 @device_option
 @tolerance_option
 @background_option
+@click.option(
+    "--edge",
+    type=click.Choice(EDGES),
+    default=DEFAULT_EDGE,
+    show_default=True,
+    help="none: the paper's compensator; censored: only each event's trigger mass inside the "
+    "study region (the file's rectangle or county polygons).",
+)
 @json_option("Print one JSON object.")
 def loglik_cmd(
     events: Path,
@@ -78,6 +86,7 @@ def loglik_cmd(
     device: str | None,
     tolerance: float,
     background: str,
+    edge: str,
     as_json: bool,
 ) -> None:
     """Log-likelihood of EVENTS (CSV or HDF5) at the given parameters.
@@ -102,6 +111,11 @@ def loglik_cmd(
     comm = world_comm()
     data = load_events(events, need_density=(model == "2"))
     area = _resolve_area(area, data.attrs, events)
+    region = None
+    if edge != EDGE_NONE:
+        from ..regions import region_for
+
+        region = region_for(data)
     lik = make_likelihood(
         data,
         model=int(model),
@@ -113,6 +127,7 @@ def loglik_cmd(
         window_end=window_end,
         tolerance=tolerance,
         background=background,
+        region=region,
     )
     if engine_name == "opencl":  # the first launch JIT-compiles work-group code (PoCL): warm up
         lik.loglik(p)
@@ -135,7 +150,9 @@ def loglik_cmd(
         "params": p.as_dict(),
         "tolerance": tolerance,
         "error_bound": ev.error_bound,
-        "path": getattr(lik.backend, "path", ""),
+        "background_bound": ev.background_bound,
+        "edge_error": ev.edge_error,
+        "path": lik.path,
     }
     _print_loglik(out, as_json)
 
@@ -166,10 +183,16 @@ def _print_loglik(out: dict[str, Any], as_json: bool) -> None:
     click.echo(f"seconds  {out['seconds']:.6f}")
     click.echo(f"n        {out['n']}")
     click.echo(f"path     {out['path']}")
-    if out["tolerance"] > 0:
+    if out["tolerance"] > 0 or out["background_bound"] > 0:
         click.echo(
-            f"bound    |error| <= {out['error_bound']:.3g} nats "
-            f"(tolerance {out['tolerance']:g} nats)"
+            f"bound    |error| <= {out['error_bound'] + out['background_bound']:.3g} nats "
+            f"(trigger truncation {out['error_bound']:.3g}, tolerance {out['tolerance']:g}; "
+            f"background lattice {out['background_bound']:.3g})"
+        )
+    if out["edge_error"] > 0:
+        click.echo(
+            f"edge     compensator's edge term within ~{out['edge_error']:.3g} nats (estimate "
+            "of the raster's error, not a bound)"
         )
 
 

@@ -136,6 +136,24 @@ def _load(
     return draws, notes + county_notes, chains, info
 
 
+def _systematic(info: EventsInfo, rows: dict) -> list[Verdict]:
+    """The edge and tie verdicts (:mod:`.systematic`); none when the events or the config
+    cannot be read (the table says so already) or the run's polygons cannot be found."""
+    if info.events is None or info.config is None:
+        log.info("systematic errors not weighed: the events or the run's config are not read")
+        return []
+    from ..errors import HawkesError
+    from ..regions import region_of
+    from .systematic import systematic_verdicts
+
+    try:
+        region = region_of(info.config, info.events)
+    except (HawkesError, OSError) as exc:
+        log.warning("the study region of the run cannot be built (%s); edge share not shown", exc)
+        region = None
+    return systematic_verdicts(info.config, info.events, rows, region)
+
+
 def diagnose(run_dir: Path, options: DiagnoseOptions | None = None) -> Report:
     """Diagnose the chains of a run (finished or still running).
 
@@ -170,6 +188,8 @@ def diagnose(run_dir: Path, options: DiagnoseOptions | None = None) -> Report:
         + verdicts.chain_verdicts(chains, draws)
         + verdicts.row_verdicts(params + derived_rows, draws, nonfinite)
     )
+    if options.systematic:
+        found += _systematic(info, {r.name: r for r in params})
     used_ids = set(draws.chain_ids)
     report = Report(
         run_dir=run_dir,

@@ -46,6 +46,11 @@ class DiagnoseOptions:
     events
         Events file for the county rows and the time unit; ``None`` takes the config's
         ``data.events`` as recorded in the chain files.
+    systematic
+        Whether to weigh the model's systematic errors against the posterior's width (the
+        trigger mass outside the study region, offspring hidden by ties:
+        :mod:`~hawkes_cli.diagnostics.systematic`); ``hawkes-diagnose`` does, the convergence
+        check of running chains does not (it needs R-hat and ESS only).
 
     Raises
     ------
@@ -58,6 +63,7 @@ class DiagnoseOptions:
     counties: tuple[str, ...] = ()
     strict: bool = False
     events: Path | None = None
+    systematic: bool = False
 
     def __post_init__(self) -> None:
         if self.burn is not None and (isinstance(self.burn, bool) or int(self.burn) < 0):

@@ -347,12 +347,15 @@ class EventsInfo:
         The data's time unit (``"day"`` unless the events file says otherwise).
     assumed
         Why the time unit was assumed to be days, or None.
+    config
+        The run's config as recorded in the chain files, or None when it cannot be read.
     """
 
     path: Path | None
     events: EventData | None
     time_unit: str
     assumed: str | None
+    config: Any = None
 
     @property
     def crs(self) -> str:
@@ -443,4 +446,4 @@ def read_events_info(
     time_unit, assumed = _time_unit(path, events, events_problem)
     if config_problem and not options.counties:
         log.info("config in the chain files not readable: %s", config_problem)
-    return EventsInfo(path=path, events=events, time_unit=time_unit, assumed=assumed)
+    return EventsInfo(path=path, events=events, time_unit=time_unit, assumed=assumed, config=config)

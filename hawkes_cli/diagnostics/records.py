@@ -111,7 +111,8 @@ class Verdict:
         One line for a person: what, where, what to do.
     code
         Machine-readable kind: ``rhat``, ``ess``, ``stuck``, ``nonfinite``, ``bound``, ``short``,
-        ``prefix``, ``excluded``, ``one_chain``, ``too_few``, ``time_unit``, ``crs``, ``config``.
+        ``prefix``, ``excluded``, ``one_chain``, ``too_few``, ``time_unit``, ``crs``, ``config``,
+        ``edge``, ``ties`` (:mod:`.systematic`).
     chain
         The chain concerned, if any.
     parameter

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import math
+from typing import TYPE_CHECKING
 
 from ..config import EngineConfig
 from ..data import EventData
@@ -33,10 +34,14 @@ from ..vocab import (
     DEFAULT_PRECISION,
     ENGINES,
     EXACT_TOLERANCE,
+    LATTICE_FROM,
     tolerance_problem,
 )
 from .base import BoundedPairBackend, Evaluation, Likelihood, PairBackend, TimeStructure
 from .region import EdgeMass, Region
+
+if TYPE_CHECKING:
+    from .binned import BinnedBackground
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +89,9 @@ def build_likelihood(
         :data:`~hawkes_cli.vocab.MIN_TOLERANCE` guarantees ``|ell~ - ell| <= T`` for every
         evaluation, :mod:`hawkes_cli.engine.truncated`; see :attr:`Likelihood.adapt_cutoff`
         for when the cut-off may change) and ``background`` (``"auto"``: once per distinct
-        time; ``"pairs"``: the plain pair sum). The reference engine is always the exact
+        time, or on a time lattice above :data:`~hawkes_cli.vocab.LATTICE_FROM` distinct
+        times; ``"lattice"``: on a time lattice by FFT, :mod:`.binned`; ``"pairs"``: the plain
+        pair sum). The reference engine is always the exact
         float64 pair sum and ignores all but ``backend``.
     model
         1 or 2 (model 2 needs ``data.density``).
@@ -118,9 +125,40 @@ def build_likelihood(
     log.info("rank %d/%d: rows %d..%d of %d", comm.rank, comm.size, *rows, data.n)
     edge = None
     if region is not None:
-        density = data.density if model == 2 else None
-        edge = EdgeMass(region, data.x, data.y, rows=rows, density=density)
-    return Likelihood(backend, data.time, window_end=window_end, comm=comm, times=ts, edge=edge)
+        edge = EdgeMass(
+            region, data.x, data.y, rows=rows, density=data.density if model == 2 else None
+        )
+    lattice = _lattice(data, ts, settings, area=area, rows=rows)
+    return Likelihood(
+        backend, data.time, window_end=window_end, comm=comm, times=ts, edge=edge, lattice=lattice
+    )
+
+
+def _lattice(
+    data: EventData,
+    ts: TimeStructure,
+    settings: EngineConfig,
+    *,
+    area: float,
+    rows: tuple[int, int],
+) -> BinnedBackground | None:
+    """The background on a time lattice for ``rows`` when :func:`uses_lattice`, else None."""
+    if not uses_lattice(settings, ts):
+        return None
+    from .binned import BinnedBackground
+
+    return BinnedBackground(data.time, area=area, rows=rows, times=ts)
+
+
+def uses_lattice(settings: EngineConfig, times: TimeStructure) -> bool:
+    """Whether the background is summed on a time lattice (:mod:`.binned`): ``lattice``, or
+    ``auto`` with more than :data:`~hawkes_cli.vocab.LATTICE_FROM` distinct times (OpenCL;
+    the reference engine always sums every pair)."""
+    if settings.backend != "opencl":
+        return False
+    if settings.background == "lattice":
+        return True
+    return settings.background == "auto" and times.unique.size > LATTICE_FROM
 
 
 def make_likelihood(
@@ -266,9 +304,15 @@ def _pair_backend(
             model=model,
             area=area,
             rows=rows,
-            background=settings.background,
+            background=_device_background(settings.background),
             tolerance=settings.tolerance,
         )
     from .opencl import OpenCLBackend
 
-    return OpenCLBackend(events, model=model, area=area, rows=rows, background=settings.background)
+    background = _device_background(settings.background)
+    return OpenCLBackend(events, model=model, area=area, rows=rows, background=background)
+
+
+def _device_background(background: str) -> str:
+    """The OpenCL backend's own background form (a lattice one is summed on the host)."""
+    return "auto" if background == "lattice" else background

@@ -28,7 +28,7 @@ from abc import ABC, abstractmethod
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 from scipy.special import ndtr
@@ -37,6 +37,9 @@ from ..errors import DeviceError
 from ..model import Params
 from ..parallel import Comm, SerialComm
 from .region import EdgeMass
+
+if TYPE_CHECKING:
+    from .binned import BinnedBackground
 
 log = logging.getLogger(__name__)
 
@@ -217,6 +220,10 @@ class Evaluation:
     error_bound : float
         Rigorous bound on ``|loglik - exact loglik|`` due to omitted trigger terms (all ranks;
         0 for exact backends); working-precision rounding is not included.
+    background_bound : float
+        With the background on a time lattice (:mod:`.binned`): a rigorous bound on its part of
+        ``|loglik - exact loglik|`` in nats (all ranks), ``sum_n -log1p(-mu0 beta_n /
+        lambda_n)``; 0 for the exact background.
     edge_error : float
         With an edge correction (``model.edge: censored``): the error of its compensator term
         in nats (all ranks), ``xi0 * sum_n w_n * e_n`` over the events' mass error scales
@@ -228,6 +235,7 @@ class Evaluation:
     E: np.ndarray
     error_bound: float = 0.0
     edge_error: float = 0.0
+    background_bound: float = 0.0
 
 
 class Likelihood:
@@ -251,6 +259,10 @@ class Likelihood:
         The censored edge correction (:class:`~hawkes_cli.engine.region.EdgeMass` of this
         rank's rows): the compensator's trigger term of event n is weighted by its trigger
         mass inside the study region. None: the paper's likelihood (every mass 1).
+    lattice
+        The background on a time lattice (:class:`~hawkes_cli.engine.binned.
+        BinnedBackground` of this rank's rows) instead of the backend's exact one; its error
+        bound is reported in :attr:`Evaluation.background_bound`.
 
     A backend that subclasses :class:`BoundedPairBackend` has its tolerance checked by
     :meth:`evaluate` and its cut-off kept by :meth:`truncation_state`.
@@ -281,9 +293,11 @@ class Likelihood:
         comm: Comm | None = None,
         times: TimeStructure | None = None,
         edge: EdgeMass | None = None,
+        lattice: BinnedBackground | None = None,
     ) -> None:
         self.backend = backend
         self.edge = edge
+        self.lattice = lattice
         self.comm = comm or SerialComm()
         t = np.asarray(time, dtype=np.float64)
         self.window_end = float(t[-1]) if window_end is None else float(window_end)
@@ -354,12 +368,31 @@ class Likelihood:
             del cache[victim]
         return value
 
+    @property
+    def path(self) -> str:
+        """Which computation each part takes (for ``hawkes-run loglik``)."""
+        path = self.backend.path
+        if self.lattice is not None:
+            path = f"{self.lattice.path}; {path.split('; ', 1)[-1]}"
+        if self.edge is not None:
+            path += f"; edge: censored, {self.edge.region.describe}"
+        return path
+
     def _background(self, tau_t: float) -> np.ndarray:
+        return self._background_parts(tau_t)[0]
+
+    def _background_parts(self, tau_t: float) -> tuple[np.ndarray, np.ndarray | None]:
+        """(B, beta) for the rows; beta (the lattice's bound on |B~ - B|) is None when exact."""
+        lattice = self.lattice
+
         def run() -> np.ndarray:
             self.background_passes += 1
+            if lattice is not None:
+                return np.vstack(lattice.background(tau_t)).astype(np.float64)
             return np.asarray(self.backend.background(tau_t), dtype=np.float64)
 
-        return self._cached(self._b_cache, tau_t, run, max(self.background_cache_size, 2))
+        value = self._cached(self._b_cache, tau_t, run, max(self.background_cache_size, 2))
+        return (value[0], value[1]) if lattice is not None else (value, None)
 
     def _trigger(self, sigma_x: float, sigma_t: float) -> tuple[np.ndarray, np.ndarray | None]:
         """(E, omega) for the rows; omega (the bound on omitted terms) is None when exact."""
@@ -406,16 +439,16 @@ class Likelihood:
 
     def local_loglik(self, p: Params) -> tuple[float, np.ndarray, np.ndarray]:
         """This rank's share of the log-likelihood and its B, E (no communication)."""
-        part, B, E, _, _ = self._local(p)
+        part, B, E, *_ = self._local(p)
         return part, B, E
 
-    def _local(self, p: Params) -> tuple[float, np.ndarray, np.ndarray, float, float]:
+    def _local(self, p: Params) -> tuple[float, np.ndarray, np.ndarray, float, float, float]:
         why = out_of_range(p)
         if why is not None:
             log.warning("%s", why)
             rows = np.full(self.backend.row_stop - self.backend.row_start, np.nan)
-            return -math.inf, rows, rows, 0.0, 0.0
-        B = self._background(p.tau_t)
+            return -math.inf, rows, rows, 0.0, 0.0, 0.0
+        B, beta = self._background_parts(p.tau_t)
         E, omega = self._trigger(p.sigma_x, p.sigma_t)
         lam = np.maximum(p.mu0 * B + p.xi0 * E, LAMBDA_FLOOR)
         logs = np.log(lam)
@@ -435,7 +468,12 @@ class Likelihood:
         bound = 0.0 if omega is None else float(np.sum(np.log1p(p.xi0 * omega / lam)))
         if self._bounded is not None and self._bounded.check_failure:
             bound = math.nan  # every rank learns of it from the reduced bound
-        return float(np.sum(logs) - comp), B, E, bound, edge_error
+        # lam - lam~ = mu0 (B - B~), |B - B~| <= beta: |log lam - log lam~| <= -log1p(-r)
+        background_bound = 0.0
+        if beta is not None:
+            r = np.minimum(p.mu0 * beta / lam, 1.0)
+            background_bound = float(np.sum(-np.log1p(-r))) if np.any(r > 0) else 0.0
+        return float(np.sum(logs) - comp), B, E, bound, edge_error, background_bound
 
     def evaluate(self, p: Params) -> Evaluation:
         """Full evaluation (collective over ``comm``): log-likelihood and this rank's parts.
@@ -461,12 +499,15 @@ class Likelihood:
             bounded.calibrate(p.sigma_x, p.sigma_t, base, p.xi0, self.comm)
             self._e_cache.clear()
         while True:
-            part, B, E, bound, edge_error = self._local(p)
+            part, B, E, bound, edge_error, bg_bound = self._local(p)
             ll = self.comm.allreduce_sum(part)
             if self.edge is not None:
                 edge_error = self.comm.allreduce_sum(edge_error)
+            if self.lattice is not None:
+                bg_bound = self.comm.allreduce_sum(bg_bound)
+            extra = {"edge_error": edge_error, "background_bound": bg_bound}
             if bounded is None:
-                return Evaluation(loglik=ll, B=B, E=E, edge_error=edge_error)
+                return Evaluation(loglik=ll, B=B, E=E, **extra)
             bound = self.comm.allreduce_sum(bound)
             if math.isnan(bound):
                 raise DeviceError(
@@ -485,14 +526,14 @@ class Likelihood:
                     ll,
                     HOPELESS_NATS,
                 )
-                return Evaluation(loglik=ll, B=B, E=E, error_bound=bound, edge_error=edge_error)
+                return Evaluation(loglik=ll, B=B, E=E, error_bound=bound, **extra)
             self._remember(p, ll)
             if not self.adapt_cutoff and math.isfinite(ll):
                 self.worst_bound = max(self.worst_bound, bound)
                 if bound > tolerance:
                     self._exceeded(bound, tolerance)
             if bound <= tolerance or not math.isfinite(ll) or not self.adapt_cutoff:
-                return Evaluation(loglik=ll, B=B, E=E, error_bound=bound, edge_error=edge_error)
+                return Evaluation(loglik=ll, B=B, E=E, error_bound=bound, **extra)
             excess = bound / tolerance if tolerance > 0 else math.inf
             if not bounded.tighten(excess):
                 log.warning(
@@ -501,7 +542,7 @@ class Likelihood:
                     bound,
                     tolerance,
                 )
-                return Evaluation(loglik=ll, B=B, E=E, error_bound=bound, edge_error=edge_error)
+                return Evaluation(loglik=ll, B=B, E=E, error_bound=bound, **extra)
             self.tightenings += 1
             self._e_cache.clear()  # computed at the looser cut-off
 
