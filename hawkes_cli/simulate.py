@@ -330,11 +330,11 @@ class CountyMap:
         object.__setattr__(self, "_tree", shapely.STRtree(geoms))
 
     @classmethod
-    def conus(cls) -> CountyMap:
-        """The lower 48 states + DC (region ``conus``): population and density from the
-        package's county table, the 2016 Census polygons (lon/lat degrees, EPSG:4269); ~10 s.
-        EventsError when they cannot be read (pyogrio or plotly-geo missing?) or do not match.
-        """
+    def conus(cls, uniform: bool = False) -> CountyMap:
+        """The lower 48 states + DC (region ``conus``): population (the background's weights;
+        the counties' areas with ``uniform``: a background uniform on the land, as the model's)
+        and density from the package's county table, the 2016 Census polygons (lon/lat
+        degrees, EPSG:4269); ~10 s. EventsError when they cannot be read or do not match."""
         from . import counties as us
 
         table = us.load_county_table()
@@ -349,13 +349,15 @@ class CountyMap:
         meta = {
             "crs_definition": f"{us.CENSUS_CRS}: x = longitude, y = latitude, degrees",
             "region": "conus",
+            "background_weights": "county area (uniform on the land)" if uniform else "population",
             "land_area_sq_mi": float(table.aland_m2[rows].sum() / us.SQ_METRES_PER_SQ_MILE),
             "counties": str(us.plotly_geo_file()),
             "county_table": table.source,
             "county_table_sha256": dict(table.provenance).get("table_sha256"),
         }
         geoms = np.asarray(layer.geoms, dtype=object)[keep]
-        return cls(table.fips[rows], geoms, table.population[rows], table.density[rows], meta=meta)
+        weights = table.area_deg2[rows] if uniform else table.population[rows]
+        return cls(table.fips[rows], geoms, weights, table.density[rows], meta=meta)
 
     def background(self, n: int, rng: np.random.Generator) -> _Placed:
         """``n`` points, each in a county drawn with probability proportional to its

@@ -94,6 +94,12 @@ def prep(verbose: int) -> None:
     "degrees (reads the Census polygons, ~10 s).",
 )
 @click.option(
+    "--uniform-background",
+    is_flag=True,
+    help="With --geography us: background cases uniform on the land (counties by area), as the "
+    "model's background is, instead of by population.",
+)
+@click.option(
     "--edge",
     type=click.Choice(SIMULATE_EDGES),
     default="censored",
@@ -113,6 +119,7 @@ def simulate_cmd(
     integer_days: bool,
     seed: int,
     geography: str,
+    uniform_background: bool,
     edge: str,
 ) -> None:
     """Simulate events from the model (branching representation) into an events file."""
@@ -142,8 +149,10 @@ def simulate_cmd(
                 f"{'it' if len(named) == 1 else 'them'} out"
             )
         click.echo("reading and triangulating the county polygons (~10 s)", err=True)
-        region["counties"] = CountyMap.conus()
+        region["counties"] = CountyMap.conus(uniform=uniform_background)
     else:
+        if uniform_background:
+            raise UsageError("--uniform-background is for --geography us; leave it out")
         if model == "2" and grid is None:
             grid = (10, 10)
         region["bounds"] = tuple(bounds)
