@@ -354,7 +354,15 @@ _DATE = click.DateTime(formats=["%Y-%m-%d", "%Y/%m/%d"])
     default=None,
     help="Projected reference system for x/y, e.g. EPSG:5070 (needs pyproj); default lon/lat.",
 )
-@click.option("--jitter", is_flag=True, help="Add a uniform fraction of a day to each time.")
+@click.option(
+    "--continuous",
+    "--jitter",
+    "jitter",
+    is_flag=True,
+    help="Continuous times: add a uniform fraction of a day to each case's day, so the time is "
+    "uniform in its week (no same-day ties hide offspring; the background is then summed on a "
+    "fine time lattice).",
+)
 @click.option(
     "--locations",
     type=click.Choice(LOCATIONS),
