@@ -55,6 +55,7 @@ from .errors import EventsError, UsageError
 from .geo import PolygonSampler
 from .geo.polygons import checked_polygons, listing
 from .model import Params, check_model
+from .vocab import GEOGRAPHIES, SIMULATE_EDGES
 
 log = logging.getLogger(__name__)
 
@@ -67,10 +68,6 @@ MAX_CELLS = 100_000
 MAX_SEED = 2**63 - 1
 #: Points in a study region: ``x``, ``y`` (coordinate units), cell or county; shape (N,) each.
 _Placed = tuple[np.ndarray, np.ndarray, np.ndarray]
-#: Study regions (``hawkes-prep simulate --geography``): a rectangle, or :meth:`CountyMap.conus`.
-GEOGRAPHIES: tuple[str, ...] = ("rectangle", "us")
-#: What becomes of a child displaced off the land (``--edge``): dropped, or redrawn.
-SIMULATE_EDGES: tuple[str, ...] = ("censored", "renormalized")
 #: Rounds of redrawn displacements after which ``edge="renormalized"`` gives up.
 MAX_REDRAW_ROUNDS = 1000
 #: Points per shapely query in :meth:`CountyMap.locate` (bounds the memory of one query).

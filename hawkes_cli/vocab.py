@@ -23,6 +23,11 @@ EDGE_NONE = "none"
 EDGE_CENSORED = "censored"
 EDGES: tuple[str, ...] = (EDGE_NONE, EDGE_CENSORED)
 DEFAULT_EDGE = EDGE_NONE
+#: Study regions of ``hawkes-prep simulate --geography``: a rectangle, or the lower 48 states
+#: (:meth:`hawkes_cli.simulate.CountyMap.conus`).
+GEOGRAPHIES: tuple[str, ...] = ("rectangle", "us")
+#: What becomes of a child displaced off the land (``--edge``): dropped, or redrawn.
+SIMULATE_EDGES: tuple[str, ...] = (EDGE_CENSORED, "renormalized")
 
 #: MCMC sampler kinds (``sampler.kind``): ``univariate`` and ``block`` reproduce the paper,
 #: ``tiered`` (the default) spends one trigger pass per iteration and many cheap moves (no

@@ -323,7 +323,7 @@ def run_prep(*args: str):
 
 @POLYGONS
 def test_cli_geography_us(conus, tmp_path, monkeypatch):
-    monkeypatch.setattr(CountyMap, "conus", classmethod(lambda cls: conus))
+    monkeypatch.setattr(CountyMap, "conus", classmethod(lambda cls, uniform=False: conus))
     out = tmp_path / "us.h5"
     args = ["--geography", "us", "--edge", "renormalized", "--model", "2", "--seed", "2"]
     res = run_prep("--out", str(out), *args, "--n-background", "400", "--param", "sigma_x=3")

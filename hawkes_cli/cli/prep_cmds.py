@@ -9,8 +9,15 @@ from typing import Any
 import click
 
 from ..errors import UsageError
-from ..simulate import GEOGRAPHIES, SIMULATE_EDGES
-from ..vocab import COUNTS, CSV_READERS, LAND_UNITS, LOCATIONS, REGION_NAMES
+from ..vocab import (
+    COUNTS,
+    CSV_READERS,
+    GEOGRAPHIES,
+    LAND_UNITS,
+    LOCATIONS,
+    REGION_NAMES,
+    SIMULATE_EDGES,
+)
 from .options import (
     CONTEXT_SETTINGS,
     model_option,
