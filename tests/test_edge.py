@@ -201,3 +201,24 @@ def test_edge_mass_follows_locations_and_rows():
     dens = np.array([1.0, 4.0, 16.0, 1.0])
     edge2 = EdgeMass(region, x, y, rows=(0, 4), density=dens)
     np.testing.assert_allclose(edge2.mass(1.0)[0], region.mass(x, y, 1.0 / np.sqrt(dens)))
+
+
+def test_gof_compensator_counts_the_mass_inside():
+    """--gof's ground compensator Lambda(T) with the events' masses is the censored
+    likelihood's compensator (sum log lambda - loglik), to rounding."""
+    from hawkes_cli.gof.residuals import ground_compensator
+
+    p = Params(mu0=0.4, tau_t=30.0, xi0=0.6, sigma_x=0.8, sigma_t=6.0)
+    data = simulate(p, model=1, n_background=300, t_end=60.0, bounds=BOX, seed=7)
+    region = RectangleRegion(BOX)
+    lik = make_likelihood(data, model=1, area=60.0, engine="reference", region=region)
+    ev = lik.evaluate(p)
+    comp = np.sum(np.log(p.mu0 * ev.B + p.xi0 * ev.E)) - ev.loglik
+    mass = region.mass(data.x, data.y, p.sigma_x)
+    got = ground_compensator(np.array([data.time[-1]]), data.time, p, mass=mass)[0]
+    assert got == pytest.approx(comp, rel=1e-9)
+    plain = ground_compensator(np.array([data.time[-1]]), data.time, p)[0]
+    assert plain - got == pytest.approx(
+        p.xi0 * np.sum(-np.expm1(-(data.time[-1] - data.time) / p.sigma_t) * (1 - mass)),
+        rel=1e-9,
+    )

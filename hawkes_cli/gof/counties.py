@@ -152,6 +152,7 @@ def county_counts(
     window_end: float | None = None,
     samples: int = DEFAULT_SAMPLES,
     event_polygon: np.ndarray | None = None,
+    mass: np.ndarray | None = None,
 ) -> CountyCounts:
     """Observed and expected counts per polygon (module docstring).
 
@@ -177,6 +178,9 @@ def county_counts(
         Kernel points per source (>= 1).
     event_polygon : (N,) int64, optional
         Polygon of each event when already located.
+    mass : (N,) float64, optional
+        Each event's trigger mass inside the study region (``model.edge: censored``): the
+        compensator counts only it; None: the paper's (all 1).
     """
     t = np.asarray(time, dtype=np.float64)
     T = float(t[-1]) if window_end is None else float(window_end)
@@ -198,7 +202,8 @@ def county_counts(
         w = np.repeat(weight[sl] / samples, samples)
         ok = where >= 0
         trig += np.bincount(where[ok], weights=w[ok], minlength=k)
-    compensator = p.mu0 * background_total(t, p, T) + float(weight.sum())
+    inside = weight if mass is None else weight * mass
+    compensator = p.mu0 * background_total(t, p, T) + float(inside.sum())
     expected = bg + trig
     return CountyCounts(
         keys=np.asarray(keys),

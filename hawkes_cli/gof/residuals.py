@@ -120,7 +120,12 @@ def _background_fft(u: np.ndarray, v: np.ndarray, c: np.ndarray, tau: float) -> 
 
 
 def ground_compensator(
-    u: np.ndarray, time: np.ndarray, p: Params, *, start: float = 0.0
+    u: np.ndarray,
+    time: np.ndarray,
+    p: Params,
+    *,
+    start: float = 0.0,
+    mass: np.ndarray | None = None,
 ) -> np.ndarray:
     """``Lambda(u)`` of the module docstring for sorted evaluation times.
 
@@ -134,6 +139,9 @@ def ground_compensator(
         Parameters.
     start
         Window start (the likelihood's is 0).
+    mass : (N,) float64, optional
+        Each event's trigger mass inside the study region (``model.edge: censored``): its
+        offspring count with this weight; None: the paper's (all 1).
 
     Returns
     -------
@@ -141,8 +149,12 @@ def ground_compensator(
         Expected events in ``[start, u_i)``; ``Lambda(T)`` is the likelihood's compensator.
     """
     u = np.asarray(u, dtype=np.float64)
-    v, c = np.unique(np.asarray(time, dtype=np.float64), return_counts=True)
+    v, inverse, c = np.unique(
+        np.asarray(time, dtype=np.float64), return_inverse=True, return_counts=True
+    )
     cf = c.astype(np.float64)
+    # each source's weight in the trigger part: 1, or its mass inside the region
+    cw = cf if mass is None else np.bincount(inverse, weights=mass, minlength=v.size)
     base = float(ndtr((start - v) / p.tau_t) @ cf)
     if v.size <= EXACT_DISTINCT:
         bg = _background_exact(u, v, cf, p.tau_t)
@@ -154,17 +166,19 @@ def ground_compensator(
     a = np.empty(v.size)
     acc = 0.0
     for j in range(v.size):  # O(U); U is days (or N for continuous times)
-        acc = acc * (decay[j - 1] if j else 0.0) + cf[j]
+        acc = acc * (decay[j - 1] if j else 0.0) + cw[j]
         a[j] = acc
     j = np.searchsorted(v, u, side="left") - 1  # last distinct time strictly before u
-    before = np.where(j >= 0, np.cumsum(cf)[np.maximum(j, 0)], 0.0)
+    before = np.where(j >= 0, np.cumsum(cw)[np.maximum(j, 0)], 0.0)
     tail = np.where(
         j >= 0, a[np.maximum(j, 0)] * np.exp(-(u - v[np.maximum(j, 0)]) / p.sigma_t), 0.0
     )
     return p.mu0 * bg + p.xi0 * (before - tail)
 
 
-def rescale(time: np.ndarray, p: Params, rng: np.random.Generator) -> Rescaled:
+def rescale(
+    time: np.ndarray, p: Params, rng: np.random.Generator, mass: np.ndarray | None = None
+) -> Rescaled:
     """Rescaled times of sorted events (ties on a lattice broken as in the module docstring).
 
     Parameters
@@ -175,12 +189,14 @@ def rescale(time: np.ndarray, p: Params, rng: np.random.Generator) -> Rescaled:
         Parameters (e.g. the posterior mean).
     rng
         Draws the uniforms of the tie-breaking (N of them, lattice only).
+    mass : (N,) float64, optional
+        Trigger mass inside the study region per event (:func:`ground_compensator`).
     """
     t = np.asarray(time, dtype=np.float64)
     h = lattice_spacing(t)
     v, inverse, counts = np.unique(t, return_inverse=True, return_counts=True)
     if h is not None:
-        lam = ground_compensator(np.concatenate([v, v + h]), t, p)
+        lam = ground_compensator(np.concatenate([v, v + h]), t, p, mass=mass)
         lo, hi = lam[: v.size], lam[v.size :]
         tau = lo[inverse] + rng.random(t.size) * (hi - lo)[inverse]
         return Rescaled(
@@ -192,16 +208,16 @@ def rescale(time: np.ndarray, p: Params, rng: np.random.Generator) -> Rescaled:
             cell_expected=hi - lo,
             cell_width=h,
         )
-    lam = ground_compensator(v, t, p)
+    lam = ground_compensator(v, t, p, mass=mass)
     unit = max(1.0, math.ceil((t[-1] - t[0]) / 2000.0))  # at most ~2000 cells
     edges = np.arange(math.floor(t[0]), t[-1] + unit, unit)
     if edges[-1] <= t[-1]:
         edges = np.append(edges, edges[-1] + unit)
-    at_edges = ground_compensator(edges, t, p)
+    at_edges = ground_compensator(edges, t, p, mass=mass)
     observed = np.histogram(t, bins=edges)[0]
     return Rescaled(
         tau=lam[inverse],
-        total=float(ground_compensator(np.array([t[-1]]), t, p)[0]),
+        total=float(ground_compensator(np.array([t[-1]]), t, p, mass=mass)[0]),
         lattice=None,
         cell_times=edges[:-1],
         cell_observed=observed.astype(np.int64),

@@ -10,6 +10,8 @@ from typing import Any
 import numpy as np
 
 from ..diagnostics.derived import is_lonlat
+from ..model import Params
+from ..vocab import EDGE_NONE
 from . import branching as br
 from . import figures, residuals
 from .counties import county_counts
@@ -79,16 +81,30 @@ def write_events(run: GofRun) -> GofRun:
     return run.wrote(*files)
 
 
+def edge_mass(run: GofRun, p: Params) -> np.ndarray | None:
+    """Each event's trigger mass inside the study region at ``p`` when the run counts only it
+    (``model.edge: censored``), else None: the compensator the run's likelihood used."""
+    if run.config.model.edge == EDGE_NONE:
+        return None
+    from ..regions import region_of
+
+    data = run.data
+    s = p.sigma_x if run.model == 1 else p.sigma_x / np.sqrt(data.density)
+    return region_of(run.config, data).mass(data.x, data.y, s)
+
+
 def temporal(run: GofRun) -> GofRun:
     """Time rescaling at the posterior mean: the KS test, ``qq.png`` and ``counts.png``."""
     data, config, mean_p = run.data, run.config, run.posterior.mean
     assert run.branching is not None
-    resc = residuals.rescale(data.time, mean_p, run.opts.stream(0))
+    mass = edge_mass(run, mean_p)
+    resc = residuals.rescale(data.time, mean_p, run.opts.stream(0), mass=mass)
     summary: dict[str, Any] = residuals.ks_summary(resc)
     window_end = float(data.time[-1]) if config.data.window_end is None else config.data.window_end
     summary["compensator"] = float(
-        residuals.ground_compensator(np.array([window_end]), data.time, mean_p)[0]
+        residuals.ground_compensator(np.array([window_end]), data.time, mean_p, mass=mass)[0]
     )
+    summary["edge"] = run.config.model.edge
     summary["parameters"] = mean_p.as_dict()
     summary["draws_branching"] = len(run.posterior.picked)
     summary["draws_retained"] = run.posterior.retained
@@ -131,7 +147,7 @@ def counties(run: GofRun) -> GofRun:
         model=run.model, area=run.area, keys=polys.layer.keys, polygon_area=polys.areas,
         locator=polys.locator, rng=run.opts.stream(1),
         window_end=run.config.data.window_end, samples=run.opts.samples,
-        event_polygon=polys.event_polygon,
+        event_polygon=polys.event_polygon, mass=edge_mass(run, run.posterior.mean),
     )  # fmt: skip
     cs = acc.shares("county")
     ls = county_lengthscales(
