@@ -37,8 +37,13 @@ Two kinds of region:
   only be near the boundary, since events lie in their counties) shows up as ``1 + M``, which
   is folded back to ``M``.
 
-The per-event cost is proportional to the boundary segments within ``CUTOFF * s_m`` of the
-event; events farther from the boundary take ``M = 1`` after a cell lookup.
+The per-event cost of that exact path is proportional to the boundary segments within
+``CUTOFF * s_m`` of the event (~100 near the US coast at 0.046 degrees); events farther from the
+boundary take ``M = 1`` after a cell lookup. Where it pays (:meth:`BoundaryRegion.mass_error`),
+the *raster path* reads the mass instead from a raster of the region's exact area coverage
+blurred by the Gaussian (``FIELD_KAPPA`` cells per lengthscale), one per level of a lattice of
+lengthscales ``2^(k/16)`` (interpolated linearly in log s) and per tile of events, built once
+and kept: at 200,000 US events its mean absolute error against the exact path is ~5e-5.
 """
 
 from __future__ import annotations
