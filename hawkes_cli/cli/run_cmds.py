@@ -308,7 +308,12 @@ def validate_cmd(config_file: Path) -> None:
     click.echo(f"config   {config_file} (sha256 {config.sha256[:12]})")
     click.echo(f"events   {config.data.events}: {data.n} events, t in [{data.time[0]:g}, "
                f"{data.time[-1]:g}], area {area:g}")  # fmt: skip
-    click.echo(f"model    {config.model.kind}; engine {config.engine.backend} "
+    edge = (
+        ""
+        if config.model.edge == EDGE_NONE
+        else f", edge {config.model.edge} (trigger mass inside the study region only)"
+    )
+    click.echo(f"model    {config.model.kind}{edge}; engine {config.engine.backend} "
                f"{config.engine.precision}")  # fmt: skip
     click.echo(f"sampler  {sc.kind}: {sc.iterations} iterations ({sc.warmup} warm-up), thin "
                f"{sc.thin}, seed {sc.seed}, resample every {sc.resample_every or 'never'}"
