@@ -105,7 +105,11 @@ def test_loglik_over_ranks_matches_serial_reference(files, name, model, engine, 
     assert out["ranks"] == ranks  # really one MPI world, not G serial copies
     assert out["model"] == model and out["engine"] == engine
     assert out["params"] == EVAL.as_dict()
-    assert out["loglik"] == pytest.approx(want, rel=1e-12, abs=0)
+    # the OpenCL engine sums the background of continuous times (over LATTICE_FROM distinct
+    # ones) on a time lattice: within its reported rigorous bound of the reference
+    bound = out["background_bound"]
+    assert bound < 1e-3 and (bound == 0 or engine == "opencl")
+    assert abs(out["loglik"] - want) <= bound + 1e-12 * abs(want)
 
 
 def test_files_have_ties_only_on_days(files):
