@@ -164,7 +164,7 @@ def test_forced_pair_sum_background_matches_lattice(integer_days, precision):
     np.testing.assert_allclose(auto.background(PARAMS.tau_t), ref, rtol=rtol)
     assert ("lattice" in auto.path) == integer_days
     with pytest.raises(ValueError, match="background"):
-        build_backend("opencl", t, x, y, d, model=2, area=AREA, background="lattice")
+        build_backend("opencl", t, x, y, d, model=2, area=AREA, background="binned")
 
 
 def test_kernel_fingerprint_covers_sources_options_and_precision():
