@@ -12,7 +12,13 @@ import numpy as np
 import pytest
 
 from hawkes_cli.engine.base import TimeStructure
-from hawkes_cli.engine.binned import MAX_POINTS, RESOLUTION, BinnedBackground
+from hawkes_cli.engine.binned import (
+    BUDGET_NATS,
+    MAX_POINTS,
+    RESOLUTION,
+    BinnedBackground,
+    resolution_for,
+)
 from hawkes_cli.engine.reference import ReferenceBackend
 
 AREA = 738.0
@@ -105,21 +111,39 @@ def test_continuous_default_lattice(continuous) -> None:
     assert not bb.exact and "bounded" in bb.path
     assert bb.points <= MAX_POINTS and bb.spacing == 2.0**-10  # 700 days in 2^20 points
     assert bb.spacing_for(0.5) == bb.spacing
-    assert bb.spacing_for(200.0) <= 200.0 / RESOLUTION < 2 * bb.spacing_for(200.0)
+    assert bb.resolution == 512  # sqrt(3000 / (6 * 0.005)) = 316, up to a power of two
+    assert bb.spacing_for(200.0) <= 200.0 / bb.resolution < 2 * bb.spacing_for(200.0)
+
+
+def test_resolution_grows_with_events() -> None:
+    """A million events keep the finest coarsening; a few thousand get a 4-32x shorter FFT."""
+    assert resolution_for(1_000_000) == RESOLUTION == resolution_for(200_000)
+    assert resolution_for(4_000) == 512 and resolution_for(10) == 128
+
+
+def test_coarse_lattice_keeps_the_bound_in_budget(continuous) -> None:
+    """The relative bound summed over the events (an upper bound of the nats it can cost)
+    stays within a few budgets at the coarser lattice, and the bound still holds."""
+    _, _, out = continuous
+    for tau in (20.0, 200.0):
+        b, beta, ref = out[tau]
+        assert np.all(np.abs(b - ref) <= beta * (1 + 1e-9) + 1e-12 * ref)
+        assert float(np.sum(beta / ref)) < 4 * BUDGET_NATS
 
 
 @pytest.mark.parametrize("tau", TAUS)
 def test_continuous_error_within_bound(continuous, tau: float) -> None:
-    _, _, out = continuous
+    _, bb, out = continuous
     b, beta, ref = out[tau]
     err = np.abs(b - ref)
     assert np.all(err <= beta + rounding(ref, tau))
     assert np.all(ref > 0) and np.all(b > 0)
     # the bound is near the realised error somewhere (not vacuous) ...
     assert np.max(err / beta) > 0.1
-    # ... and small: about (h / tau)^2 / 6 of B
+    # ... and small: about (h / tau)^2 / 6 of B, within a factor 12 where events bunch
     rel = beta / ref
-    assert np.max(rel) < (2e-5 if tau < 1 else 2e-6 if tau < 5 else 2e-8)
+    h = bb.spacing_for(tau)
+    assert np.max(rel) < (2e-5 if tau < 1 else 2.0 * (h / tau) ** 2)
 
 
 def test_bound_is_attained_by_a_pair_at_half_cells() -> None:
