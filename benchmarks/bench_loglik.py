@@ -87,6 +87,7 @@ def make_county_data(n: int, seed: int = 0) -> EventData:
         x=x[order],
         y=y[order],
         density=dens[county][order],
+        fips=np.array([r["fips"] for r in rows])[county][order],
         source="bench-counties",
     )
 

@@ -30,7 +30,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .engine import Likelihood
+from .engine import Likelihood, profile
 from .model import Params
 from .parallel import Comm
 from .resample import LocationStream
@@ -128,8 +128,10 @@ class ChainRank:
         """Cut posterior: every event uniformly inside its polygon (same on every rank)."""
         if self.locations is None:
             raise RuntimeError("locations are redrawn only with sampler.resample_every > 0")
-        x, y = self.locations.draw()
-        self.likelihood.set_locations(x, y)
+        with profile.stage("location draw"):
+            x, y = self.locations.draw()
+        with profile.stage("set locations"):
+            self.likelihood.set_locations(x, y)
 
     def use_search_locations(self) -> bool:
         """Put the events at the fast start's location draw (when the chain has one; every
@@ -207,6 +209,11 @@ class ChainRank:
         """Pair passes (background + trigger) this rank's chain likelihood ran so far (the
         subsample's apart: :attr:`subsample_pair_passes`)."""
         return self.likelihood.pair_passes
+
+    @property
+    def trigger_passes(self) -> int:
+        """Trigger passes of this rank's chain likelihood so far (in :attr:`pair_passes`)."""
+        return self.likelihood.trigger_passes
 
     @property
     def adapt_cutoff(self) -> bool:

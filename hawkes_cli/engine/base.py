@@ -36,6 +36,7 @@ from scipy.special import ndtr
 from ..errors import DeviceError
 from ..model import Params
 from ..parallel import Comm, SerialComm
+from . import profile
 from .region import EdgeMass
 
 if TYPE_CHECKING:
@@ -387,9 +388,10 @@ class Likelihood:
 
         def run() -> np.ndarray:
             self.background_passes += 1
-            if lattice is not None:
-                return np.vstack(lattice.background(tau_t)).astype(np.float64)
-            return np.asarray(self.backend.background(tau_t), dtype=np.float64)
+            with profile.stage("background"):
+                if lattice is not None:
+                    return np.vstack(lattice.background(tau_t)).astype(np.float64)
+                return np.asarray(self.backend.background(tau_t), dtype=np.float64)
 
         value = self._cached(self._b_cache, tau_t, run, max(self.background_cache_size, 2))
         return (value[0], value[1]) if lattice is not None else (value, None)
@@ -460,7 +462,8 @@ class Likelihood:
         if self.edge is None:  # the paper's: every event's whole trigger mass
             comp = float(np.dot(background + p.xi0 * share, self._tcount))
         else:  # censored: only the trigger mass inside the study region
-            mass, error = self.edge.mass(p.sigma_x)
+            with profile.stage("edge mass"):
+                mass, error = self.edge.mass(p.sigma_x)
             inside = np.bincount(self._row_time, weights=mass, minlength=t.size)
             comp = float(np.dot(background, self._tcount) + p.xi0 * np.dot(share, inside))
             edge_error = p.xi0 * float(np.dot(share[self._row_time], error))

@@ -19,6 +19,7 @@ import numpy as np
 
 from .. import kernels
 from ..vocab import PRECISIONS
+from . import profile
 from .base import TimeStructure
 
 log = logging.getLogger(__name__)
@@ -111,7 +112,8 @@ class Device:
             kernels.require_float64(info)
             kernels.require_alignment(info)
             context = kernels.device_context(dev)
-            chosen = cls(info=info, context=context, queue=cl.CommandQueue(context))
+            queue = cl.CommandQueue(context, properties=profile.queue_properties(cl))
+            chosen = cls(info=info, context=context, queue=queue)
             _CHOSEN[key] = chosen
         return chosen
 
@@ -236,7 +238,16 @@ class DeviceEvents:
         if host.nbytes == 0:
             host = np.zeros(1, dtype=host.dtype)
         mf = cl.mem_flags
+        profile.uploaded(host.nbytes)
         return cl.Buffer(self.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=host)
+
+    def read(self, host: np.ndarray, buf: Any) -> None:
+        """Copy ``buf`` into ``host`` (contiguous, its size in bytes), waiting for the queue:
+        every result the host reads comes through here (counted by :mod:`.profile`)."""
+        import pyopencl as cl
+
+        cl.enqueue_copy(self.queue, host, buf)
+        profile.read_back(host.nbytes)
 
     def output(self, nbytes: int, *, read: bool = False) -> Any:
         """A device buffer of ``nbytes`` bytes (at least 8) the kernels write (and, with

@@ -25,6 +25,8 @@ from typing import Any
 
 import numpy as np
 
+from . import profile
+
 #: A ``__global`` pointer argument: a :class:`pyopencl.Buffer`.
 Buffer = Any
 #: A ``const real`` argument: :class:`numpy.float32` or :class:`numpy.float64`, as the program.
@@ -254,7 +256,8 @@ class Kernel:
         want = KERNEL_ARGS[self.name]
         if type(args) is not want:
             raise TypeError(f"kernel {self.name} takes {want.__name__}, got {type(args).__name__}")
-        self.handle(queue, global_size, local_size, *args.values())
+        event = self.handle(queue, global_size, local_size, *args.values())
+        profile.launched(self.name, event)
 
 
 def kernel(program: Any, name: str) -> Kernel:

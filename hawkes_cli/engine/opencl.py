@@ -83,8 +83,6 @@ class OpenCLBackend:
         work_group: int | None = None,
         background: str = DEFAULT_BACKGROUND,
     ) -> None:
-        import pyopencl as cl
-
         if model == 2 and events.density is None:
             raise ValueError("model 2 needs densities")
         if background not in BACKGROUNDS:
@@ -108,7 +106,6 @@ class OpenCLBackend:
             self.row_start,
             self.row_stop,
         )
-        self._cl = cl
         prog = events.program()
 
         # Background over distinct times: this rank's rows map to distinct-time rows u0..u1.
@@ -197,7 +194,7 @@ class OpenCLBackend:
             self._k_sample, rows.size, sigma_x, sigma_t,
             sample=self.events.upload(rows), out=buf,
         )  # fmt: skip
-        self._cl.enqueue_copy(self.queue, out, buf)
+        self.events.read(out, buf)
         return out * self._trigger_norm(sigma_x, sigma_t)
 
     def _trigger_norm(self, sigma_x: float, sigma_t: float) -> float:
@@ -239,7 +236,7 @@ class OpenCLBackend:
         )
         trigger(self.queue, (gsize,), lsize, args)
         if out is None:
-            self._cl.enqueue_copy(self.queue, self._e_host, self._buf_e)
+            self.events.read(self._e_host, self._buf_e)
 
     def background(self, tau_t: float) -> np.ndarray:
         """B for this backend's rows, float64, shape (rows,)."""
@@ -266,7 +263,7 @@ class OpenCLBackend:
             out=self._buf_b,
         )
         self._k_background(self.queue, (gsize,), lsize, args)
-        self._cl.enqueue_copy(self.queue, self._b_host, self._buf_b)
+        self.events.read(self._b_host, self._buf_b)
         norm = 2.0**-ev.shift * self.rho / (math.sqrt(2.0 * math.pi) * tau_t)
         return norm * self._b_host[self._inverse - self._u0]
 
@@ -293,5 +290,5 @@ class OpenCLBackend:
             out=buf,
         )
         self._k_pairs(self.queue, (gsize,), lsize, args)
-        self._cl.enqueue_copy(self.queue, out, buf)
+        self.events.read(out, buf)
         return out * (2.0**-ev.shift * self.rho / (math.sqrt(2.0 * math.pi) * tau_t))

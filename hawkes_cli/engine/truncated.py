@@ -102,6 +102,7 @@ import numpy as np
 
 from ..parallel import Comm, SerialComm
 from ..vocab import DEFAULT_BACKGROUND, DEFAULT_TOLERANCE
+from . import profile
 from .base import LAMBDA_FLOOR, BoundedPairBackend
 from .calibration import ProbePoint, RowRatios, calibrate
 from .device import DeviceEvents
@@ -180,15 +181,12 @@ class TruncatedBackend(BoundedPairBackend):
         kappa: float | None = None,
         background: str = DEFAULT_BACKGROUND,
     ) -> None:
-        import pyopencl as cl
-
         if not (math.isfinite(tolerance) and tolerance > 0):
             raise ValueError(f"tolerance must be finite and > 0, got {tolerance!r}")
         self.exact = OpenCLBackend(
             events, model=model, area=area, rows=rows, work_group=work_group, background=background
         )
         self.events = events
-        self._cl = cl
         self.model = model
         self.precision = events.precision
         self.tolerance = float(tolerance)
@@ -281,7 +279,8 @@ class TruncatedBackend(BoundedPairBackend):
     def _reset_locations(self) -> None:
         self._x, self._y = self.events.x, self.events.y
         self._x0, self._y0 = float(self._x.min()), float(self._y.min())
-        self._presence = level_presence(self._x, self._y, self._level, self.nlevels)
+        with profile.stage("presence"):
+            self._presence = level_presence(self._x, self._y, self._level, self.nlevels)
         self._index_cache: OrderedDict[tuple[float, float], DeviceIndex] = OrderedDict()
         self._block_cache.clear()
 
@@ -296,27 +295,29 @@ class TruncatedBackend(BoundedPairBackend):
         if hit is not None:
             self._index_cache.move_to_end(key)
             return hit
-        index = build_index(
-            self._x,
-            self._y,
-            self._level,
-            self.nlevels,
-            self._r_unit,
-            key[0],
-            level_kappas(key[1], self._ceil),
-            weight=self._w,
-            ceil=self._ceil,
-            expand_min=EXPAND_MIN,
-        )
-        buffers = upload_index(
-            self.events,
-            index,
-            x=self._x,
-            y=self._y,
-            origin=(self._x0, self._y0),
-            weight=self._w,
-            floor=self._floor,
-        )
+        with profile.stage("grid index"):
+            index = build_index(
+                self._x,
+                self._y,
+                self._level,
+                self.nlevels,
+                self._r_unit,
+                key[0],
+                level_kappas(key[1], self._ceil),
+                weight=self._w,
+                ceil=self._ceil,
+                expand_min=EXPAND_MIN,
+            )
+        with profile.stage("index upload"):
+            buffers = upload_index(
+                self.events,
+                index,
+                x=self._x,
+                y=self._y,
+                origin=(self._x0, self._y0),
+                weight=self._w,
+                floor=self._floor,
+            )
         hit = DeviceIndex(index, buffers)
         self._index_cache[key] = hit
         while len(self._index_cache) > _INDEX_CACHE:
@@ -339,7 +340,8 @@ class TruncatedBackend(BoundedPairBackend):
         hit = self._s_cache.get(key)
         if hit is None:
             w = self._w * np.exp(-factor * level_kappas(kappa, self._ceil))[self._level]
-            s = temporal_sums(self._t, w, self._lo, sigma_t)
+            with profile.stage("far sums"):
+                s = temporal_sums(self._t, w, self._lo, sigma_t)
             hit = s[self.row_start : self.row_stop]
             self._s_cache[key] = hit
             while len(self._s_cache) > _INDEX_CACHE:
@@ -413,10 +415,9 @@ class TruncatedBackend(BoundedPairBackend):
         wg = self.exact.work_group or (1 if self.events.device.info.kind == "cpu" else 64)
         args = self._blocks_args(di, blocks, kl, sigma_x, sigma_t, exp_mode)
         self._k_blocks(self.queue, (-(-max(blocks.count, 1) // wg) * wg,), (wg,), args)
-        cl = self._cl
-        cl.enqueue_copy(self.queue, self._e_host, self._buf_e)
-        cl.enqueue_copy(self.queue, self._tail_host, self._buf_tail)
-        cl.enqueue_copy(self.queue, self._ring_host, self._buf_ring)
+        self.events.read(self._e_host, self._buf_e)
+        self.events.read(self._tail_host, self._buf_tail)
+        self.events.read(self._ring_host, self._buf_ring)
         norm = 1.0 / (2.0 * math.pi * sigma_x * sigma_x * sigma_t)
         e = self._e_host * (2.0**-self.events.shift * norm)
         if exp_mode:  # tail + ring + beyond the reach
@@ -578,8 +579,9 @@ class TruncatedBackend(BoundedPairBackend):
         if g is None:
             g = grouping_level(index, self._x, self._y, self._level, self._span, width)
             di.group[width] = g
-        group = row_groups(index, self._x, self._y, self._level, g) if g > 0 else None
-        rows = row_blocks(index, self._t, self.row_start, self.row_stop, width, group)
+        with profile.stage("row blocks"):
+            group = row_groups(index, self._x, self._y, self._level, g) if g > 0 else None
+            rows = row_blocks(index, self._t, self.row_start, self.row_stop, width, group)
         di.rows[width] = rows
         while len(di.rows) > _INDEX_CACHE:
             di.rows.pop(next(iter(di.rows)))
@@ -591,7 +593,8 @@ class TruncatedBackend(BoundedPairBackend):
         reach per level is ``1.5 R_l``, see the module docstring)."""
         reach = _REACH * np.sqrt(2.0 * level_kappas(kappa, self._ceil) / self._floor)
         reach = reach * lattice_up(sigma_x)
-        near = block_levels(self._presence, self._x, self._y, blocks, reach)
+        with profile.stage("block levels"):
+            near = block_levels(self._presence, self._x, self._y, blocks, reach)
         return DeviceBlocks(self.events.upload(blocks), self.events.upload(near), blocks.shape[0])
 
     # ------------------------------------------------------------------ the cut-off

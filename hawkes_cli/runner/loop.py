@@ -33,6 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..distributed import ChainSetup, DistributedLikelihood
+from ..engine import profile
 from ..posterior import Density, LogPosterior
 from ..rundir import Checkpoint, RunDir
 from ..sampler import Sampler, SamplerState, StepInfo
@@ -141,7 +142,10 @@ class _Loop:
                 stopped = True
                 break
             passes, tightenings = rank.pair_passes, rank.tightenings
-            if sc.resample_every and it > 0 and it % sc.resample_every == 0:
+            trigger_passes = rank.trigger_passes
+            profile.iteration_begin()
+            redraw = bool(sc.resample_every and it > 0 and it % sc.resample_every == 0)
+            if redraw:
                 self.likelihood.redraw_locations()
                 current = self.posterior.evaluate(state.theta)
                 state = dataclasses.replace(state, log_target=current.log_target)
@@ -152,6 +156,9 @@ class _Loop:
                 # the tightening dropped the cached E: recompute the current state's now (its
                 # value is not used), so every boundary holds the current B and E
                 self.posterior.evaluate(state.theta)
+            profile.iteration_end(
+                it, trigger_passes=rank.trigger_passes - trigger_passes, redraw=redraw
+            )
             if it % sc.thin == 0:
                 row = self._row(it, state, current, info, rank.pair_passes - passes)
                 writer.append(row)
