@@ -56,6 +56,14 @@ class DeviceError(HawkesError):
     exit_code = 5
 
 
+class GpuNotUsedError(DeviceError):
+    """GPUs were given (Slurm, ``CUDA_VISIBLE_DEVICES``...) but the automatic choice of OpenCL
+    device is not a GPU: refused before anything is written, unless ``engine.device`` names
+    the CPU (:func:`hawkes_cli.kernels.select_device`)."""
+
+    exit_code = 9
+
+
 class ParallelError(HawkesError):
     """MPI layout problems (size mismatch, shared devices, missing mpi4py)."""
 

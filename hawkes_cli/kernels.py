@@ -16,6 +16,7 @@ import json
 import logging
 import os
 import shutil
+import socket
 import sys
 import tempfile
 import warnings
@@ -27,7 +28,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from .errors import DeviceError
+from . import gpu_probe
+from .errors import DeviceError, GpuNotUsedError
 from .vocab import PRECISIONS
 
 log = logging.getLogger(__name__)
@@ -292,6 +294,28 @@ def list_devices() -> list[DeviceInfo]:
     return [info for info, _ in _all_devices()]
 
 
+def list_devices_checked() -> list[tuple[DeviceInfo, str | None]]:
+    """:func:`list_devices` with each device's :func:`build_problem` (``None``: it builds
+    kernels, or it is a simulator, whose build is not probed); a device with a problem is
+    skipped by the automatic and by-kind choices of :func:`select_device`."""
+    return [
+        (info, None if info.simulator else build_problem(info, dev)) for info, dev in _all_devices()
+    ]
+
+
+def unlisted_gpus(devices: Iterable[DeviceInfo]) -> tuple[gpu_probe.UnlistedGpu, ...]:
+    """GPUs this machine shows that OpenCL does not list among ``devices``
+    (:func:`hawkes_cli.gpu_probe.unlisted_gpus` on this machine and environment)."""
+    listed = [f"{d.platform} {d.name}" for d in devices if d.kind == "gpu" and not d.simulator]
+    return gpu_probe.unlisted_gpus(listed)
+
+
+def _gpu_note(devices: Iterable[DeviceInfo]) -> str:
+    """The summary of each GPU this machine shows that OpenCL does not list
+    (:func:`unlisted_gpus`), joined by "; ", or ""."""
+    return "; ".join(f.summary() for f in unlisted_gpus(devices))
+
+
 def device_spec(spec: str | None) -> str | None:
     """The device spec a choice follows: ``spec``, else ``$HAWKES_OPENCL_DEVICE`` when set and
     not empty, else None (automatic)."""
@@ -321,14 +345,23 @@ def select_device(spec: str | None = None, local_rank: int = 0) -> tuple[DeviceI
     Raises
     ------
     DeviceError
-        No device at all, or none matching ``spec`` (the message lists what exists).
+        No device at all, or none matching ``spec`` (the message lists what exists, and a GPU
+        this machine shows that OpenCL does not list: :func:`unlisted_gpus`).
+    GpuNotUsedError
+        The automatic choice (``spec`` and ``$HAWKES_OPENCL_DEVICE`` unset) is no GPU though
+        the environment gives this process GPUs (:func:`hawkes_cli.gpu_probe.gpu_request`:
+        Slurm's or the user's ``CUDA_VISIBLE_DEVICES``...). Naming the device (``"cpu"``,
+        ``"P:D"``, a name) runs on it; without GPUs given, the automatic choice of a CPU logs
+        a WARNING where this machine shows a GPU that OpenCL does not list.
     """
     spec = device_spec(spec)
     devices = _all_devices()
     if not devices:
+        note = _gpu_note([])
         raise DeviceError(
             "no OpenCL device found; install a driver, e.g. "
             "`pip install pocl-binary-distribution` for a CPU device"
+            + (f". Also, {note} (`hawkes-run devices` says how to register it)" if note else "")
         )
     listing = "; ".join(f"{i.ident} {i.name} ({i.kind})" for i, _ in devices)
     real = [d for d in devices if not d[0].simulator]
@@ -348,12 +381,56 @@ def select_device(spec: str | None = None, local_rank: int = 0) -> tuple[DeviceI
     else:
         chosen = [d for d in devices if spec.lower() in d[0].name.lower()]
     if not chosen:
+        note = _gpu_note(i for i, _ in devices) if spec.lower() == "gpu" else ""
         raise DeviceError(
             f"no OpenCL device matches {spec!r}; available: {listing}. "
-            "Use P:D indices from `hawkes-run devices`, 'gpu', 'cpu' or part of a name"
-        )
+            + (f"{note[0].upper()}{note[1:]}; `hawkes-run devices` says how to make it "
+               "visible" if note else "Use P:D indices from `hawkes-run devices`, 'gpu', 'cpu' "
+               "or part of a name")
+        )  # fmt: skip
     info, dev = chosen[local_rank % len(chosen)]
+    if spec is None and info.kind != "gpu":
+        _not_a_gpu(info, [i for i, _ in devices])
     return info, dev
+
+
+def _not_a_gpu(info: DeviceInfo, devices: list[DeviceInfo]) -> None:
+    """The automatic choice took ``info``, no GPU: refuse where GPUs were given
+    (:func:`hawkes_cli.gpu_probe.gpu_request`), else warn where this machine shows a GPU that
+    OpenCL does not list."""
+    request = gpu_probe.gpu_request(os.environ)
+    note = _gpu_note(devices)
+    if request is not None:
+        why = f"{note[0].upper()}{note[1:]}. " if note else ""
+        raise GpuNotUsedError(
+            f"{request} gives this process GPUs on {socket.gethostname()}, but OpenCL lists "
+            f"no GPU there: the automatic device choice (engine.device unset) would run on the "
+            f"{info.kind} device {info.ident} {info.name!r} ({info.platform}), so it stopped "
+            f"before running anything. {why}Make the GPU visible to OpenCL (`hawkes-run devices` "
+            "shows what it lists and how to add a GPU it misses), or run on the CPU on purpose "
+            f"with engine.device: cpu in the config (or {DEVICE_ENV}=cpu)"
+        )
+    if note:
+        log.warning(
+            "OpenCL lists no GPU, so this runs on the %s device %s %r: %s; `hawkes-run "
+            "devices` says how to make it visible", info.kind, info.ident, info.name, note,
+        )  # fmt: skip
+
+
+def check_gpu_use(spec: str | None) -> None:
+    """What :func:`select_device` says of the automatic choice in each chain, said once by a
+    launcher (``hawkes-run local``) before it writes anything: raise
+    :class:`~hawkes_cli.errors.GpuNotUsedError` where GPUs were given and the choice would
+    not take one; log a WARNING where it would take a CPU and this machine shows a GPU that
+    OpenCL does not list.
+
+    Loads the OpenCL driver only where ``spec`` (with ``$HAWKES_OPENCL_DEVICE``) is unset and
+    GPUs were given or the machine shows one (:func:`hawkes_cli.gpu_probe.unlisted_gpus`).
+    """
+    if device_spec(spec) is not None:
+        return
+    if gpu_probe.gpu_request(os.environ) is not None or unlisted_gpus([]):
+        select_device(spec)
 
 
 def require_float64(info: DeviceInfo) -> None:

@@ -32,6 +32,7 @@ from typing import Protocol
 
 from .config import Config
 from .errors import HawkesError
+from .kernels import check_gpu_use
 from .parallel import find_mpiexec
 from .rundir import Progress, RunDir
 from .vocab import (
@@ -275,6 +276,8 @@ def run_local(
     display
         Shown every :data:`REFRESH_SECONDS` the chains' records, told of stop signals at once.
     """
+    if config.engine.backend == "opencl":  # GPUs given but none listed: refuse, write nothing
+        check_gpu_use(config.engine.device)
     run_dir = RunDir.of(config)
     config_path = run_dir.write_config(config, overwrite=overwrite)
     # each finished chain is verified against its file (a damaged one is a StorageError here)

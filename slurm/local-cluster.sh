@@ -7,7 +7,9 @@
 #   bash slurm/local-cluster.sh down     # stop the daemons (configuration and packages stay)
 #
 # Idempotent: `up` on a running cluster only checks it. The node offers 8 fake GPUs (gres on
-# /dev/tty0..7; Slurm sets CUDA_VISIBLE_DEVICES for them as for real ones) and
+# /dev/tty0..7; Slurm sets CUDA_VISIBLE_DEVICES for them as for real ones; its TaskProlog sets
+# HAWKES_OPENCL_DEVICE=cpu in every job unless set, since hawkes-run refuses the CPU where Slurm
+# gives GPUs) and
 # max(CPUs, $HAWKES_SLURM_CPUS, 16) CPUs, so a 2 chains x 2 ranks job fits on a small machine.
 # It writes /etc/slurm/slurm.conf and gres.conf (refusing to replace files it did not write),
 # keeps state in /var/lib/hawkes-slurm and logs in /var/log/hawkes-slurm.
@@ -45,7 +47,7 @@ install_packages() {
 
 write_if_ours() {  # path, content: write unless a foreign file is there
     local path=$1 content=$2
-    if [ -e "$path" ] && ! head -n1 "$path" | grep -qF "$MARK"; then
+    if [ -e "$path" ] && ! head -n2 "$path" | grep -qF "$MARK"; then  # (2: a #! line first)
         die "$path exists and was not written by this script; not touching a real cluster"
     fi
     if [ "$(cat "$path" 2>/dev/null)" != "$content" ]; then
@@ -86,6 +88,7 @@ SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 GresTypes=gpu
 JobRequeue=1
+TaskProlog=$STATE/task-prolog.sh
 ReturnToService=2
 SlurmdParameters=config_overrides
 AccountingStorageType=accounting_storage/none
@@ -115,6 +118,13 @@ PartitionName=$PARTITION Nodes=$host Default=YES MaxTime=INFINITE State=UP" && C
     write_if_ours "$ETC/gres.conf" "$MARK
 AutoDetect=off
 NodeName=$host Name=gpu File=$files" && CHANGED=1
+    # the GPUs are fake: jobs name the CPU OpenCL device (an engine.device in the config, or
+    # a HAWKES_OPENCL_DEVICE the job already has, wins); a TaskProlog's "export" lines set the
+    # task's environment
+    write_if_ours "$STATE/task-prolog.sh" "#!/bin/sh
+$MARK
+[ -n \"\${HAWKES_OPENCL_DEVICE:-}\" ] || echo export HAWKES_OPENCL_DEVICE=cpu" && CHANGED=1
+    chmod 0755 "$STATE/task-prolog.sh"
     write_if_ours "$ETC/cgroup.conf" "$MARK
 CgroupPlugin=autodetect
 IgnoreSystemd=yes" && CHANGED=1

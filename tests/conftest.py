@@ -13,10 +13,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from hawkes_cli.gpu_probe import GPU_VARS
 from hawkes_cli.model import Params
 
 #: Under CI a tier that cannot run is an error, not a skip (as scripts/test.sh does for Slurm).
 IN_CI = os.environ.get("CI") == "true"
+
+# GPUs given to the test process (a CI runner's CUDA_VISIBLE_DEVICES, a Slurm job's
+# SLURM_JOB_GPUS) make the automatic device choice refuse the CPU device the suite runs on
+# (hawkes_cli.kernels.select_device): the session and its child processes run without them;
+# a test that needs them sets them (monkeypatch.setenv, or a child's env).
+for _var in GPU_VARS:
+    os.environ.pop(_var, None)
 
 
 def _opencl_status() -> tuple[bool, str]:

@@ -221,7 +221,8 @@ def _resolve_area(area: float | None, attrs: dict[str, Any], source: Path) -> fl
     "--check",
     is_flag=True,
     help="Run every kernel (both models and precisions, exact and truncated) on small built-in "
-    "data on each device and compare with the float64 reference: PASS or FAIL per device.",
+    "data on each device and compare with the float64 reference: PASS, FAIL or SKIP (cannot "
+    "build kernels here) per device.",
 )
 @click.option(
     "--device",
@@ -231,52 +232,105 @@ def _resolve_area(area: float | None, attrs: dict[str, Any], source: Path) -> fl
 )
 @json_option()
 def devices_cmd(check: bool, only: str | None, as_json: bool) -> None:
-    """List OpenCL platforms and devices (with float64 support); --check tests each one."""
-    from ..kernels import list_devices, select_device
+    """List OpenCL platforms and devices (with float64 support, and whether they can build
+    kernels here); --check tests each one. Also names a GPU this machine has that OpenCL does
+    not list, and how to make it visible."""
+    from ..kernels import list_devices_checked, select_device, unlisted_gpus
 
-    found = list_devices()
+    checked = list_devices_checked()
+    found = [d for d, _ in checked]
+    hints = unlisted_gpus(found)
     if not found:
-        raise HawkesError("no OpenCL device found; `pip install pocl-binary-distribution`")
+        note = "".join(f"; {h.summary()}" for h in hints)
+        raise HawkesError(f"no OpenCL device found; `pip install pocl-binary-distribution`{note}")
     if check:
         if only is not None:
-            found = [select_device(only)[0]]
-        _check_devices(found, as_json)
+            _check_devices([(select_device(only)[0], True)], as_json)
+        else:
+            _check_devices([(d, False) for d in found], as_json)
         return
     if as_json:
-        click.echo(json.dumps([{**d.__dict__, "ident": d.ident} for d in found], indent=2))
+        listing = [
+            {**d.__dict__, "ident": d.ident, "status": _device_status(d, problem),
+             "problem": problem}
+            for d, problem in checked
+        ]  # fmt: skip
+        click.echo(json.dumps(listing, indent=2))
+        _echo_gpu_hints(hints, err=True)
         return
-    click.echo(f"{'id':<6}{'kind':<6}{'fp64':<6}{'CUs':>5} {'memory':>9}  device (platform)")
-    for d in found:
+    click.echo(
+        f"{'id':<6}{'kind':<6}{'fp64':<6}{'CUs':>5} {'memory':>9}  {'status':<13}device (platform)"
+    )
+    for d, problem in checked:
         kind = "sim" if d.simulator else d.kind
         click.echo(
             f"{d.ident:<6}{kind:<6}{'yes' if d.float64 else 'no':<6}{d.compute_units:>5} "
-            f"{d.global_mem_mb:>6} MB  {d.name} ({d.platform})"
+            f"{d.global_mem_mb:>6} MB  {_device_status(d, problem):<13}{d.name} ({d.platform})"
         )
+        if problem is not None:
+            click.echo(f"      {_skip_reason(problem)}")
+    _echo_gpu_hints(hints, err=False)
 
 
-def _check_devices(found: list, as_json: bool) -> None:
-    """``devices --check``: :func:`hawkes_cli.engine.selfcheck.check_device` on each device;
-    exit 1 when any device fails."""
+#: ``devices`` status of a device: it builds kernels; it cannot (skipped by the automatic
+#: choice); a simulator (used only when named).
+STATUS_OK, STATUS_NO_BUILD, STATUS_SIMULATOR = "ok", "cannot build", "simulator"
+
+
+def _device_status(d: Any, problem: str | None) -> str:
+    if d.simulator:
+        return STATUS_SIMULATOR
+    return STATUS_OK if problem is None else STATUS_NO_BUILD
+
+
+def _skip_reason(problem: str) -> str:
+    return f"cannot build kernels here: {problem}; skipped by the automatic choice"
+
+
+def _echo_gpu_hints(hints: Any, err: bool) -> None:
+    """Each GPU OpenCL does not list, and how to make it visible (after the table)."""
+    for h in hints:
+        click.echo(f"\nnote: {h.summary()}", err=err)
+        for line in h.advice():
+            click.echo(f"  {line}", err=err)
+
+
+def _check_devices(found: list[tuple[Any, bool]], as_json: bool) -> None:
+    """``devices --check``: :func:`hawkes_cli.engine.selfcheck.check_device` on each device,
+    ``(device, named with --device)``.
+
+    A device that cannot build kernels here is a SKIP (the automatic choice passes it over)
+    unless it was named, then a FAIL. Exit 1 when any device fails, or none passes.
+    """
     from ..engine.selfcheck import check_device
     from ..kernels import device_problem
 
     reports = []
-    for d in found:
+    for d, named in found:
         if not as_json:
             slow = " (a simulator: about a minute)" if d.simulator else ""
             click.echo(f"{d.ident} {d.name} ({d.platform}){slow}")
         problem = device_problem(d.ident)
         if problem is not None or not d.float64:
-            why = problem or "no float64 support (cl_khr_fp64), which every kernel needs"
+            skip = problem is not None and not named
+            if problem is not None:
+                why = f"cannot build kernels here: {problem}" + (
+                    " (skipped by the automatic choice)" if skip else ""
+                )
+            else:
+                why = "no float64 support (cl_khr_fp64), which every kernel needs"
+            status = "skip" if skip else "fail"
             if not as_json:
-                click.echo(f"  FAIL  {why}")
-            reports.append({"ident": d.ident, "name": d.name, "ok": False, "cases": [],
+                click.echo(f"  {status.upper()}  {why}")
+            reports.append({"ident": d.ident, "name": d.name, "platform": d.platform,
+                            "kind": d.kind, "status": status, "ok": False, "cases": [],
                             "problem": why})  # fmt: skip
             continue
         rep = check_device(d.ident)
         reports.append(
             {"ident": rep.ident, "name": rep.name, "platform": rep.platform, "kind": rep.kind,
-             "ok": rep.ok, "seconds": rep.seconds, "cases": [c.__dict__ for c in rep.cases]}
+             "status": "pass" if rep.ok else "fail", "ok": rep.ok, "seconds": rep.seconds,
+             "cases": [c.__dict__ for c in rep.cases]}
         )  # fmt: skip
         if as_json:
             continue
@@ -287,7 +341,10 @@ def _check_devices(found: list, as_json: bool) -> None:
         click.echo(f"  {verdict}  ({len(rep.cases)} checks, {rep.seconds:.1f} s)")
     if as_json:
         click.echo(json.dumps(reports, indent=2))
-    if not all(r["ok"] for r in reports):
+    statuses = [r["status"] for r in reports]
+    if "fail" in statuses or "pass" not in statuses:
+        if not as_json and "fail" not in statuses:
+            click.echo("no device passed: none here can build kernels", err=True)
         raise SystemExit(1)
 
 
