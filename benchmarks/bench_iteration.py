@@ -102,7 +102,7 @@ def run_chain(config: Path, profile_file: Path, timeout: float) -> dict:
     env = {**os.environ, "HAWKES_PROFILE": str(profile_file)}
     t0 = time.perf_counter()
     proc = subprocess.run(
-        [str(Path(sys.executable).parent / "hawkes-run"), "chain", str(config), "--chain", "0",
+        [sys.executable, "-m", "hawkes_cli", "run", "chain", str(config), "--chain", "0",
          "--overwrite"],
         env=env, capture_output=True, text=True, timeout=timeout,
     )  # fmt: skip
@@ -152,7 +152,7 @@ def device_name() -> str:
     try:
         info, _ = select_device(None)
         return f"{info.name} ({info.platform})"
-    except Exception as exc:  # noqa: BLE001 - a bench reports what it could not do
+    except Exception as exc:  # a bench reports what it could not do
         return f"unknown ({exc})"
 
 

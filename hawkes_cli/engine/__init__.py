@@ -38,7 +38,8 @@ from ..vocab import (
     tolerance_problem,
 )
 from .base import BoundedPairBackend, Evaluation, Likelihood, PairBackend, TimeStructure
-from .region import EdgeMass, Region
+from .edge_mass import EdgeMass
+from .region import Region
 
 if TYPE_CHECKING:
     from .binned import BinnedBackground

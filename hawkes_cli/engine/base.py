@@ -37,7 +37,7 @@ from ..errors import DeviceError
 from ..model import Params
 from ..parallel import Comm, SerialComm
 from . import profile
-from .region import EdgeMass
+from .edge_mass import EdgeMass
 
 if TYPE_CHECKING:
     from .binned import BinnedBackground
@@ -152,6 +152,13 @@ class PairBackend(Protocol):
     def set_locations(self, x: np.ndarray, y: np.ndarray) -> None:
         """Replace all N locations (cut-posterior resampling); E must be recomputed."""
         ...
+
+
+def _remember(cache: OrderedDict, key: Any, value: Any, size: int = 16) -> None:
+    """Keep ``value`` under ``key`` in ``cache``, dropping the oldest beyond ``size``."""
+    cache[key] = value
+    while len(cache) > size:
+        cache.popitem(last=False)
 
 
 class BoundedPairBackend(ABC):
@@ -317,6 +324,9 @@ class Likelihood:
         self._pinned: tuple[float, tuple[float, float]] | None = None
         self._pinned_params: Params | None = None
         self._recent_ll: OrderedDict[Params, float] = OrderedDict()
+        # the compensator's sums over distinct times, which depend on one lengthscale each
+        self._bg_total: OrderedDict[float, float] = OrderedDict()
+        self._trig_total: OrderedDict[tuple[float, float], tuple[float, float]] = OrderedDict()
         self._bounded: BoundedPairBackend | None = (
             backend if isinstance(backend, BoundedPairBackend) else None
         )
@@ -420,6 +430,7 @@ class Likelihood:
         if self.edge is not None:
             self.edge.set_locations(x, y)
         self._e_cache.clear()
+        self._trig_total.clear()
         self._recent_ll.clear()
 
     def truncation_state(self) -> dict | None:
@@ -454,19 +465,10 @@ class Likelihood:
         E, omega = self._trigger(p.sigma_x, p.sigma_t)
         lam = np.maximum(p.mu0 * B + p.xi0 * E, LAMBDA_FLOOR)
         logs = np.log(lam)
-        T, t = self.window_end, self._tu
-        background = p.mu0 * (ndtr((T - t) / p.tau_t) - ndtr(-t / p.tau_t))
-        # the trigger's share of the window after each distinct time, 1 - exp(-(T - t)/sigma_t)
-        share = -np.expm1(-(T - t) / p.sigma_t)
-        edge_error = 0.0
-        if self.edge is None:  # the paper's: every event's whole trigger mass
-            comp = float(np.dot(background + p.xi0 * share, self._tcount))
-        else:  # censored: only the trigger mass inside the study region
-            with profile.stage("edge mass"):
-                mass, error = self.edge.mass(p.sigma_x)
-            inside = np.bincount(self._row_time, weights=mass, minlength=t.size)
-            comp = float(np.dot(background, self._tcount) + p.xi0 * np.dot(share, inside))
-            edge_error = p.xi0 * float(np.dot(share[self._row_time], error))
+        comp = p.mu0 * self._background_total(p.tau_t)
+        trig, edge_error = self._trigger_total(p.sigma_x, p.sigma_t)
+        comp += p.xi0 * trig
+        edge_error *= p.xi0
         # |log max(lam, f) - log max(lam~, f)| <= log1p(xi0 omega / max(lam~, f)), lam >= lam~
         bound = 0.0 if omega is None else float(np.sum(np.log1p(p.xi0 * omega / lam)))
         if self._bounded is not None and self._bounded.check_failure:
@@ -477,6 +479,36 @@ class Likelihood:
             r = np.minimum(p.mu0 * beta / lam, 1.0)
             background_bound = float(np.sum(-np.log1p(-r))) if np.any(r > 0) else 0.0
         return float(np.sum(logs) - comp), B, E, bound, edge_error, background_bound
+
+    def _background_total(self, tau_t: float) -> float:
+        """``sum_n (Phi((T - t_n)/tau_t) - Phi(-t_n/tau_t))`` over the rows (cached by tau_t):
+        the background's compensator per unit ``mu0``."""
+        hit = self._bg_total.get(tau_t)
+        if hit is None:
+            T, t = self.window_end, self._tu
+            hit = float(np.dot(ndtr((T - t) / tau_t) - ndtr(-t / tau_t), self._tcount))
+            _remember(self._bg_total, tau_t, hit)
+        return hit
+
+    def _trigger_total(self, sigma_x: float, sigma_t: float) -> tuple[float, float]:
+        """The trigger's compensator per unit ``xi0`` over the rows, ``sum_n (1 - exp(-(T -
+        t_n)/sigma_t)) M_n`` (``M_n`` = 1 without an edge correction), and the edge term's
+        error per unit ``xi0`` (cached by the lengthscales until the locations change)."""
+        key = (sigma_x, sigma_t)
+        hit = self._trig_total.get(key)
+        if hit is None:
+            T, t = self.window_end, self._tu
+            # the trigger's share of the window after each distinct time
+            share = -np.expm1(-(T - t) / sigma_t)
+            if self.edge is None:  # the paper's: every event's whole trigger mass
+                hit = (float(np.dot(share, self._tcount)), 0.0)
+            else:  # censored: only the trigger mass inside the study region
+                with profile.stage("edge mass"):
+                    mass, error = self.edge.mass(sigma_x)
+                inside = np.bincount(self._row_time, weights=mass, minlength=t.size)
+                hit = (float(np.dot(share, inside)), float(np.dot(share[self._row_time], error)))
+            _remember(self._trig_total, key, hit)
+        return hit
 
     def evaluate(self, p: Params) -> Evaluation:
         """Full evaluation (collective over ``comm``): log-likelihood and this rank's parts.

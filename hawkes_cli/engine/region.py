@@ -311,6 +311,8 @@ class BoundaryRegion:
         more than ``MAX_FIELD_CELLS`` cells in all takes the exact path.
         """
         pos = LATTICE_STEPS * np.log2(s)
+        snap = np.abs(pos - np.rint(pos)) < 1e-9  # lattice points read one level, not two
+        pos = np.where(snap, np.rint(pos), pos)
         level = np.floor(pos).astype(np.int64)
         frac = pos - level
         rest = []
@@ -338,9 +340,11 @@ class BoundaryRegion:
                 continue
             for key, part, box in zip(keys, parts, boxes, strict=True):
                 tag = (int(k), int(key[0]), int(key[1]))
-                lo = self._field(int(k), tag, box).read(x[part], y[part])
-                hi = self._field(int(k) + 1, tag, box).read(x[part], y[part])
-                m = np.clip((1.0 - frac[part]) * lo + frac[part] * hi, 0.0, 1.0)
+                m = self._field(int(k), tag, box).read(x[part], y[part])
+                if np.any(frac[part] > 0):
+                    hi = self._field(int(k) + 1, tag, box).read(x[part], y[part])
+                    m = (1.0 - frac[part]) * m + frac[part] * hi
+                m = np.clip(m, 0.0, 1.0)
                 out[part] = m
                 err[part] = np.where(m < 1.0, FIELD_ERROR, 0.0)
         return np.concatenate(rest) if rest else np.empty(0, dtype=np.int64)
@@ -616,65 +620,3 @@ def _coverage(
 
 
 Region = RectangleRegion | BoundaryRegion
-
-
-class EdgeMass:
-    """The trigger mass inside the study region of one rank's rows, at the current locations.
-
-    Parameters
-    ----------
-    region
-        The study region.
-    x, y : (N,) float64
-        All events' locations (coordinate units).
-    rows
-        This rank's rows ``(start, stop)``.
-    density : (N,) float64 or None
-        Model 2's densities (lengthscale ``sigma_x / sqrt(D)``); None for model 1.
-
-    Masses are cached by ``sigma_x`` (a proposal that keeps it costs nothing) until
-    :meth:`set_locations`.
-    """
-
-    def __init__(
-        self,
-        region: Region,
-        x: np.ndarray,
-        y: np.ndarray,
-        *,
-        rows: tuple[int, int],
-        density: np.ndarray | None = None,
-    ) -> None:
-        self.region = region
-        self.rows = rows
-        r0, r1 = rows
-        self._scale = (
-            None if density is None else 1.0 / np.sqrt(np.asarray(density, np.float64)[r0:r1])
-        )
-        self._cache: dict[float, tuple[np.ndarray, np.ndarray]] = {}
-        self.set_locations(x, y)
-
-    def set_locations(self, x: np.ndarray, y: np.ndarray) -> None:
-        """New locations of all N events; the cached masses are dropped."""
-        r0, r1 = self.rows
-        self._x = np.asarray(x, dtype=np.float64)[r0:r1]
-        self._y = np.asarray(y, dtype=np.float64)[r0:r1]
-        self._cache.clear()
-
-    def lengthscales(self, sigma_x: float) -> np.ndarray | float:
-        """Each row's trigger lengthscale (coordinate units)."""
-        return sigma_x if self._scale is None else sigma_x * self._scale
-
-    def mass(self, sigma_x: float) -> tuple[np.ndarray, np.ndarray]:
-        """(mass inside the region, its error scale) of the rows, float64 shapes (rows,)."""
-        got = self._cache.get(sigma_x)
-        if got is None:
-            if isinstance(self.region, RectangleRegion):
-                m = self.region.mass(self._x, self._y, self.lengthscales(sigma_x))
-                got = (m, np.zeros_like(m))
-            else:
-                got = self.region.mass_error(self._x, self._y, self.lengthscales(sigma_x))
-            if len(self._cache) >= 8:
-                self._cache.pop(next(iter(self._cache)))
-            self._cache[sigma_x] = got
-        return got

@@ -86,11 +86,13 @@ def edge_mass(run: GofRun, p: Params) -> np.ndarray | None:
     (``model.edge: censored``), else None: the compensator the run's likelihood used."""
     if run.config.model.edge == EDGE_NONE:
         return None
+    from ..engine.edge_mass import EdgeMass
     from ..regions import region_of
 
     data = run.data
-    s = p.sigma_x if run.model == 1 else p.sigma_x / np.sqrt(data.density)
-    return region_of(run.config, data).mass(data.x, data.y, s)
+    density = data.density if run.model == 2 else None
+    edge = EdgeMass(region_of(run.config, data), data.x, data.y, rows=(0, data.n), density=density)
+    return edge.mass(p.sigma_x)[0]
 
 
 def temporal(run: GofRun) -> GofRun:
