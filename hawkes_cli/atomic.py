@@ -3,17 +3,95 @@
 The one temp-file + ``os.replace`` writer of the package. The temporary file lives in the target's
 directory (so the rename never crosses a file system), is fsynced before the rename, and is
 removed if anything fails; the directory is fsynced after the rename so the new name is durable.
+
+HDF5 files are built in memory first (:func:`hdf5_image`) and their bytes written with plain
+writes (:func:`fill`): a full disk is then one ``OSError`` (:class:`NoSpaceError`,
+with the bytes the file needs), never a write that fails inside the HDF5 library, after which
+h5py cannot free its objects (a traceback per object) and the library's clean-up at exit can
+crash the process.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
+import itertools
 import json
 import os
 import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+
+#: The errno values of a write refused for want of space (a full disk, a quota).
+NO_SPACE = frozenset({errno.ENOSPC, errno.EDQUOT})
+_IMAGES = itertools.count()
+
+
+class NoSpaceError(OSError):
+    """A write refused for want of space (``ENOSPC``, ``EDQUOT``).
+
+    Attributes
+    ----------
+    needed
+        Bytes the whole file needs.
+    """
+
+    def __init__(self, exc: OSError, path: str | Path, needed: int) -> None:
+        super().__init__(exc.errno, exc.strerror, str(path))
+        self.needed = needed
+
+
+def room_hint(exc: BaseException) -> str:
+    """``"; it needs about 1.2 MB"`` for a :class:`NoSpaceError`, else ``""``: what to add to
+    an error message so that the user knows how much to free."""
+    if not isinstance(exc, NoSpaceError):
+        return ""
+    return f"; it needs about {max(exc.needed / 1e6, 0.01):.2g} MB"
+
+
+def fill(path: str | Path, data: bytes | memoryview) -> None:
+    """Write ``data`` into the (new or truncated) file ``path`` with plain writes.
+
+    Raises
+    ------
+    NoSpaceError
+        The disk is full (or a quota reached); what was written stays (the caller's temporary
+        file, which :func:`replacing` removes).
+    OSError
+        Any other refusal.
+    """
+    try:
+        Path(path).write_bytes(data)
+    except OSError as exc:
+        if exc.errno in NO_SPACE:
+            raise NoSpaceError(exc, path, memoryview(data).nbytes) from None
+        raise
+
+
+def hdf5_image(build: Callable[[Any], None], *, libver: str | None = None) -> bytes:
+    """The bytes of the HDF5 file that ``build`` writes into an empty ``h5py.File`` held in
+    memory (the ``core`` driver without a backing store): nothing reaches a disk, so nothing
+    can fail inside the HDF5 library for want of space (module docstring). Write them with
+    :func:`write_bytes` or :func:`fill`.
+
+    Parameters
+    ----------
+    build
+        Called with the open file (its datasets and groups closed when it returns).
+    libver
+        h5py's ``libver`` (``"latest"`` for files opened for SWMR later).
+    """
+    import h5py
+
+    name = f"hawkes-image-{os.getpid()}-{next(_IMAGES)}.h5"
+    f = h5py.File(name, "w", driver="core", backing_store=False, libver=libver)
+    try:
+        build(f)
+        f.flush()
+        return f.id.get_file_image()
+    finally:
+        f.close()
 
 
 def fsync_dir(directory: Path) -> None:
@@ -128,10 +206,11 @@ def replacing_folder(path: str | Path, *, owns: Callable[[str], bool]) -> Iterat
     shutil.rmtree(old, ignore_errors=True)
 
 
-def write_bytes(path: str | Path, data: bytes, *, make_parents: bool = False) -> None:
-    """Replace ``path`` by ``data`` atomically (see :func:`replacing`)."""
+def write_bytes(path: str | Path, data: bytes | memoryview, *, make_parents: bool = False) -> None:
+    """Replace ``path`` by ``data`` atomically (see :func:`replacing`; a full disk raises
+    :class:`NoSpaceError`, nothing left behind)."""
     with replacing(path, make_parents=make_parents) as tmp:
-        tmp.write_bytes(data)
+        fill(tmp, data)
 
 
 def write_text(path: str | Path, text: str, *, make_parents: bool = False) -> None:

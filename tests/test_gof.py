@@ -254,13 +254,20 @@ def run_dir(tmp_path_factory):
         warnings.simplefilter("ignore", UserWarning)
         write_polygons(PolygonLayer(keys=keys, geoms=geoms, fields={}, crs=None, path=""),
                        tmp / "grid.gpkg")  # fmt: skip
+    return write_run(tmp, data, tmp / "grid.gpkg"), data
+
+
+def write_run(tmp: Path, data, counties: Path | None) -> Path:
+    """A run directory in ``tmp`` on the events ``tmp/ev.h5`` (``data``): a reference-engine
+    config and one chain of 60 draws scattered (1%) around the profile fit."""
     cfg = {
-        "data": {"events": str(tmp / "ev.h5"), "counties": str(tmp / "grid.gpkg")},
+        "data": {"events": str(tmp / "ev.h5"), "counties": None if counties is None else
+                 str(counties)},
         "model": {"kind": 1},
         "sampler": {"iterations": 60, "warmup": 0, "seed": 1},
         "engine": {"backend": "reference"},
         "output": {"run_dir": str(tmp / "run")},
-    }
+    }  # fmt: skip
     (tmp / "c.yaml").write_text(yaml.safe_dump(cfg))
     config = load_config(tmp / "c.yaml")
     RunDir.of(config).write_config(config)
@@ -278,7 +285,7 @@ def run_dir(tmp_path_factory):
                        scale=0.1, pair_passes=1, n_proposals=1, n_accepted=1, jump=-1)  # fmt: skip
             writer.append(row)
         writer.commit({"iteration": 60, "finished": True})
-    return config.output.run_dir, data
+    return config.output.run_dir
 
 
 def read_csv(path: Path) -> list[dict[str, str]]:
@@ -488,11 +495,101 @@ def test_polygons_that_do_not_describe_the_events_are_skipped(run_dir, tmp_path,
     polygons = _polygons_file(tmp_path / f"{how.replace(' ', '_')}.gpkg", moved)
     out = tmp_path / "gof"
     summary = run_gof(run, out, GofOptions(draws=2, counties=polygons))
-    assert why in caplog.text and "county residuals and maps skipped" in caplog.text
+    assert why in caplog.text and "county residuals and county maps skipped" in caplog.text
     assert "counties" not in summary
     names = sorted(p.name for p in out.iterdir())
     assert not [n for n in names if n.startswith("map_") or n == "counties.csv"], names
     assert {"events.csv", "weekly.csv", "qq.png", "gof.json"} <= set(names)
+
+
+@pytest.fixture(scope="module")
+def rectangle_run(tmp_path_factory):
+    """A run on events simulated in the rectangle [0, 10] x [0, 5] without a grid (as
+    ``hawkes-prep simulate`` without ``--grid`` or ``--geography us``): no county polygons."""
+    tmp = tmp_path_factory.mktemp("rect")
+    data, _ = simulate_with_parents(TRUTH, model=1, n_background=300, t_end=150.0, seed=5,
+                                    bounds=(0.0, 10.0, 0.0, 5.0))  # fmt: skip
+    assert "grid_nx" not in data.attrs and data.attrs["crs"] == "synthetic"
+    save_events(data, tmp / "ev.h5")
+    return write_run(tmp, data, None), data
+
+
+def test_intensity_map_on_the_rectangle_without_polygons(rectangle_run, tmp_path, caplog,
+                                                         monkeypatch):  # fmt: skip
+    """No polygons describe the events: the county outputs and maps are skipped with a
+    WARNING, but ``--date`` still draws ``map_intensity.png``, on the study rectangle with axes
+    in coordinate units, from pixel means that agree with the formula by hand."""
+    from scipy.special import ndtr
+
+    from hawkes_cli.gof import mapping
+    from hawkes_cli.gof.maps import intensity_grid, study_rectangle
+    from hawkes_cli.gof.read import read_run
+
+    run, data = rectangle_run
+    drawn = []
+    real_save = mapping.save
+    monkeypatch.setattr(
+        mapping, "save", lambda fig, path: drawn.append(fig) or real_save(fig, path)
+    )
+    out = tmp_path / "gof"
+    summary = run_gof(run, out, GofOptions(draws=2, date="75"))
+    assert "no county polygons" in caplog.text
+    assert "county residuals and county maps skipped" in caplog.text
+    names = sorted(p.name for p in out.iterdir())
+    assert "map_intensity.png" in names and "map_intensity.png" in summary["files"]
+    assert not [n for n in names if n.startswith("map_") and n != "map_intensity.png"], names
+    assert "counties.csv" not in names and "intensity" in summary["seconds"]
+    png = (out / "map_intensity.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5000
+    from matplotlib import image
+
+    rgb = image.imread(str(out / "map_intensity.png"))[..., :3]
+    assert len(np.unique(rgb.reshape(-1, 3), axis=0)) > 50  # a colour scale, not a blank
+    assert white_margins(out / "map_intensity.png") < 0.03
+    ax = drawn[-1].axes[0]  # the map (the second axes is its colour bar)
+    assert ax.get_xlabel() == "x (coordinate units)" and ax.get_ylabel() == "y (coordinate units)"
+    (a, b), (c, d) = ax.get_xlim(), ax.get_ylim()
+    assert a < 0 < 10 < b < 10.2 and c < 0 < 5 < d < 5.2  # the rectangle plus a margin
+    assert study_rectangle(data) == (0.0, 10.0, 0.0, 5.0)
+
+    # the gridded intensity at two pixels, by hand (DESIGN section 2)
+    rec = read_run(Path(run), out, GofOptions(draws=2, date="75"))
+    p, at = rec.posterior.mean, 75.0
+    xe, ye = np.array([0.0, 2.5, 5.0, 7.5, 10.0]), np.array([0.0, 2.5, 5.0])
+    got = intensity_grid(rec, at, xe, ye)
+    dt = at - data.time
+    bg = (
+        p.mu0
+        / data.attrs["area"]
+        * np.sum(np.where(dt != 0, np.exp(-0.5 * (dt / p.tau_t) ** 2), 0.0))
+        / (math.sqrt(2 * math.pi) * p.tau_t)
+    )
+    src = dt > 0
+    w = p.xi0 * np.exp(-dt[src] / p.sigma_t) / p.sigma_t
+    for iy, ix in ((0, 1), (1, 3)):
+        x0, x1, y0, y1 = xe[ix], xe[ix + 1], ye[iy], ye[iy + 1]
+        s, xs, ys = p.sigma_x, data.x[src], data.y[src]
+        mass = (ndtr((x1 - xs) / s) - ndtr((x0 - xs) / s)) * (
+            ndtr((y1 - ys) / s) - ndtr((y0 - ys) / s)
+        )
+        want = bg + np.sum(w * mass) / ((x1 - x0) * (y1 - y0))
+        assert got[iy, ix] == pytest.approx(want, rel=1e-6)  # kernels cut at 5 sd
+    # a tiny pixel around an event: the likelihood's lambda_n = mu0 B_n + xi0 E_n there
+    lik = make_likelihood(data, model=1, area=data.attrs["area"], engine="reference")
+    B, E = lik.components(p)
+    n = int(np.searchsorted(data.time, at))
+    h = 1e-4
+    tiny = intensity_grid(rec, float(data.time[n]), data.x[n] + np.array([-h, h]),
+                          data.y[n] + np.array([-h, h]))  # fmt: skip
+    assert tiny[0, 0] == pytest.approx(p.mu0 * B[n] + p.xi0 * E[n], rel=1e-5)
+    # lon/lat data no polygons describe: degrees on the axes, events per km^2
+    from hawkes_cli.gof.maps import rectangle_map
+
+    lonlat = replace(rec, out_dir=tmp_path, data=replace(data, attrs={**data.attrs,
+                     "crs": "lonlat"}))  # fmt: skip
+    rectangle_map(lonlat)
+    ax, bar = drawn[-1].axes[:2]
+    assert ax.get_xlabel() == "longitude (degrees)" and "per km²" in bar.get_ylabel()
 
 
 def test_maps_without_pyproj_use_a_plain_projection(monkeypatch, caplog):

@@ -6,6 +6,7 @@ import logging
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from .. import atomic
 from ..errors import EventsError, UsageError, io_cause
@@ -101,7 +102,7 @@ def _create_empty(tmp: Path, path: Path) -> None:
 
 
 def save_events(
-    data: EventData, path: PathLike, *, finish: Callable[[Path], None] | None = None
+    data: EventData, path: PathLike, *, finish: Callable[[Any], None] | None = None
 ) -> None:
     """Write events to CSV or HDF5 atomically (temporary file in the same folder + rename).
 
@@ -116,8 +117,9 @@ def save_events(
         message says so). HDF5 gets the datasets under ``/events`` and ``attrs`` as attributes
         of that group, dicts, lists and tuples as JSON strings (``None`` values are left out).
     finish
-        Called with the temporary file once the events are in it, before it replaces ``path``
-        (to add HDF5 groups of the caller's own); whatever it raises leaves ``path`` untouched.
+        HDF5 only: called with the file being built (an ``h5py.File`` in memory) once the
+        events are in it, to add groups of the caller's own; whatever it raises leaves
+        ``path`` untouched.
 
     Raises
     ------
@@ -147,12 +149,10 @@ def save_events(
                 with open_text(tmp, "w", gz=is_gz(p)) as handle:
                     write_csv(data, handle)
             else:
-                write_hdf5(data, str(tmp))
-            if finish is not None:
-                finish(tmp)
+                write_hdf5(data, tmp, finish)
     except (OSError, RuntimeError) as exc:  # h5py raises RuntimeError for failed writes too
         raise EventsError(
-            f"{p}: writing the events file failed ({io_cause(exc)}); nothing was "
-            f"written — check free space and permissions"
+            f"{p}: writing the events file failed ({io_cause(exc)}{atomic.room_hint(exc)}); "
+            f"nothing was written — check free space and permissions"
         ) from exc
     log.info("wrote %d events to %s", data.n, p)

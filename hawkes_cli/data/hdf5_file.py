@@ -6,12 +6,13 @@ from __future__ import annotations
 import json
 import logging
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from .. import atomic
 from ..errors import EventsError, UsageError
 from .events import EventData
 from .formats import HDF5_GROUP, OPTIONAL_COLUMNS, REQUIRED_COLUMNS
@@ -172,12 +173,24 @@ def _check_area_attr(path: Path, attrs: Mapping[str, Any]) -> None:
         )
 
 
-def write_hdf5(data: EventData, target: str) -> None:
-    """Write ``data`` to a new HDF5 file ``target`` (``/events``, attributes as JSON where
-    needed; see :func:`~hawkes_cli.data.save_events`)."""
-    import h5py
+def write_hdf5(
+    data: EventData, target: str | Path, finish: Callable[[Any], None] | None = None
+) -> None:
+    """Write ``data`` to the new (or empty) file ``target``: ``/events``, attributes as JSON
+    where needed (see :func:`~hawkes_cli.data.save_events`).
 
-    with h5py.File(target, "w") as f:
+    The file is built in memory and written with plain writes
+    (:func:`hawkes_cli.atomic.hdf5_image`), so a full disk is one
+    :class:`~hawkes_cli.atomic.NoSpaceError` and HDF5 never meets it.
+
+    Parameters
+    ----------
+    finish
+        Called with the open ``h5py.File`` once the events are in it, to add groups of the
+        caller's own.
+    """
+
+    def build(f: Any) -> None:
         group = f.create_group(HDF5_GROUP)
         group.create_dataset("time", data=data.time)
         group.create_dataset("x", data=data.x)
@@ -191,3 +204,7 @@ def write_hdf5(data: EventData, target: str) -> None:
                 log.debug("attribute %r is None; not stored in HDF5", key)
                 continue
             group.attrs[key] = _encode_attr(key, value)
+        if finish is not None:
+            finish(f)
+
+    atomic.fill(target, atomic.hdf5_image(build))

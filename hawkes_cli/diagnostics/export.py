@@ -1,7 +1,8 @@
 """Exports of a report: JSON, CSV, arviz ``InferenceData`` and netCDF.
 
 arviz is imported inside :func:`to_inference_data`, so importing this module is cheap. The
-netCDF file is written through :mod:`hawkes_cli.atomic`: readers see the old file or the new one.
+netCDF file is built in memory and written through :mod:`hawkes_cli.atomic`: readers see the old
+file or the new one, and a full disk is one error, never a failure inside HDF5.
 """
 
 from __future__ import annotations
@@ -11,14 +12,14 @@ import dataclasses
 import io
 import logging
 import math
-import shutil
+import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .. import atomic
-from ..errors import HawkesError, UsageError, io_cause, note_hdf5_write_failure
+from ..errors import HawkesError, UsageError, io_cause
 from .api import load_draws
 from .options import DiagnoseOptions
 from .records import STAT_FIELDS, Draws, Report
@@ -251,17 +252,29 @@ def to_inference_data(
     return idata
 
 
-def _check_room(path: Path, nbytes: int) -> None:
-    """Refuse before writing when the folder has clearly too little space (a full disk is
-    better said up front than met inside the netCDF library, which cannot clean up after it)."""
-    folder = next((p for p in (path.parent, *path.parents) if p.exists()), Path("."))
-    free = shutil.disk_usage(folder).free
-    need = int(1.2 * nbytes) + 256 * 1024  # arrays plus the format's metadata and chunk index
-    if free < need:
-        raise UsageError(
-            f"cannot write the netCDF file {path}: No space left on device ({free:,} bytes "
-            f"free in {folder}, about {need:,} needed); free some space or choose another path"
-        )
+def _netcdf_image(idata: arviz.InferenceData) -> bytes:
+    """The netCDF-4 file of ``idata`` as ``idata.to_netcdf`` writes it (root attributes, one
+    group per arviz group with its attributes, numbers zlib-compressed), built in memory
+    (xarray's ``DataTree`` through h5netcdf): written with plain writes
+    (:func:`hawkes_cli.atomic.write_bytes`), a full disk never fails inside HDF5."""
+    from arviz.data.inference_data import _compressible_dtype
+
+    try:
+        tree = idata.to_datatree()
+    except ImportError:  # xarray before 2024.11 has no DataTree: arviz writes a scratch file
+        with tempfile.TemporaryDirectory(prefix="hawkes-netcdf-") as scratch:
+            idata.to_netcdf(str(Path(scratch) / "idata.nc"))
+            return (Path(scratch) / "idata.nc").read_bytes()
+    tree.attrs = dict(idata.attrs)
+    encoding = {
+        f"/{group}": {
+            name: {"zlib": True}
+            for name, var in ds.variables.items()
+            if _compressible_dtype(var.dtype)
+        }
+        for group, ds in idata.items()
+    }
+    return bytes(tree.to_netcdf(None, engine="h5netcdf", encoding=encoding))
 
 
 def write_netcdf(
@@ -286,17 +299,16 @@ def write_netcdf(
     Raises
     ------
     UsageError
-        The file cannot be written.
+        The file cannot be written (a full disk: how much it needs).
     """
     path = Path(path)
-    idata = to_inference_data(source, options)
-    _check_room(path, sum(int(idata[g].nbytes) for g in idata.groups()))
+    image = _netcdf_image(to_inference_data(source, options))
     try:
-        with atomic.replacing(path, make_parents=True) as tmp:
-            idata.to_netcdf(str(tmp))
-    except (OSError, ValueError, RuntimeError) as exc:  # h5py/netCDF4 raise RuntimeError too
-        if not isinstance(exc, ValueError):
-            note_hdf5_write_failure()
-        raise UsageError(f"cannot write the netCDF file {path}: {io_cause(exc)}") from exc
+        atomic.write_bytes(path, image, make_parents=True)
+    except OSError as exc:
+        raise UsageError(
+            f"cannot write the netCDF file {path}: {io_cause(exc)}{atomic.room_hint(exc)}; "
+            "free some space or choose another path"
+        ) from exc
     log.info("wrote %s", path)
     return path

@@ -16,7 +16,9 @@ step of :data:`STEPS` takes that record and returns it with its results and file
    mean: ``counties.csv``; county lengthscales (miles for lon/lat data, else coordinate
    units): ``lengthscales.csv``; the polygons with both: ``counties.gpkg``;
 6. ``maps`` (:mod:`.maps`, :mod:`.mapping`): ``map_cases.png``, ``map_pearson.png``,
-   ``map_triggered.png``, ``map_lengthscale.png`` and, with ``date``, ``map_intensity.png``.
+   ``map_triggered.png``, ``map_lengthscale.png`` and, with ``date``, ``map_intensity.png``;
+   without polygons (steps 5 and 6 skipped) ``intensity``: ``map_intensity.png`` on the
+   study rectangle, with ``date``.
 
 Residuals use one parameter value, the posterior mean of the retained draws (the plug-in fit),
 so that their reference laws (Exponential(1) gaps, Poisson counts) hold.
@@ -30,9 +32,9 @@ from pathlib import Path
 from typing import Any
 
 from .. import atomic
-from ..errors import UsageError
+from ..errors import StorageError, UsageError, io_cause
 from . import steps
-from .maps import maps
+from .maps import maps, rectangle_map
 from .read import read_run
 from .record import DEFAULT_DRAWS, GofOptions, GofRun
 
@@ -61,6 +63,10 @@ def _draws_maps(run: GofRun) -> bool:
     return run.polygons is not None and run.opts.maps
 
 
+def _draws_rectangle_map(run: GofRun) -> bool:
+    return run.polygons is None and run.opts.maps and run.opts.date is not None
+
+
 #: The steps after reading the run: (name in ``gof.json``'s ``seconds``, step, whether it
 #: applies to the record so far).
 STEPS: tuple[tuple[str, Callable[[GofRun], GofRun], Callable[[GofRun], bool]], ...] = (
@@ -70,6 +76,7 @@ STEPS: tuple[tuple[str, Callable[[GofRun], GofRun], Callable[[GofRun], bool]], .
     ("temporal", steps.temporal, _always),
     ("counties", steps.counties, _has_polygons),
     ("maps", maps, _draws_maps),
+    ("intensity", rectangle_map, _draws_rectangle_map),
 )
 
 
@@ -88,8 +95,8 @@ def run_gof(run_dir: Path, out_dir: Path, opts: GofOptions | None = None) -> dic
     Raises
     ------
     UsageError, ConfigError, EventsError, StorageError
-        Not a run directory, no draws, unreadable events or polygons, a bad option, or an
-        ``out_dir`` holding files ``--gof`` does not write.
+        Not a run directory, no draws, unreadable events or polygons, a bad option, an
+        ``out_dir`` holding files ``--gof`` does not write, or a full disk.
     """
     try:
         with atomic.replacing_folder(out_dir, owns=GOF_FILES.__contains__) as tmp:
@@ -101,6 +108,13 @@ def run_gof(run_dir: Path, out_dir: Path, opts: GofOptions | None = None) -> dic
         ) from None
     except NotADirectoryError:
         raise UsageError(f"--gof {out_dir}: is a file, not a folder") from None
+    except OSError as exc:
+        if exc.errno not in atomic.NO_SPACE:
+            raise
+        raise StorageError(
+            f"--gof {out_dir}: cannot write its files: {io_cause(exc)}; nothing was written "
+            "(the folder keeps what it held): free some space and run again"
+        ) from exc
 
 
 def _write_gof(run_dir: Path, out_dir: Path, opts: GofOptions | None) -> dict[str, Any]:

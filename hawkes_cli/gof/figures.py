@@ -11,6 +11,8 @@ first and the last), so they stay apart at a million events; the KS test uses ev
 
 from __future__ import annotations
 
+import io
+import logging
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +20,9 @@ from typing import Any
 
 import numpy as np
 
-from ..diagnostics.plots import save_png
+from .. import atomic
+
+log = logging.getLogger(__name__)
 
 #: Resolution of the goodness-of-fit pictures (dots per inch).
 DPI = 150
@@ -43,8 +47,14 @@ def figure(width: float, height: float) -> Any:
 
 
 def save(fig: Any, path: Path) -> Path:
-    """Write ``fig`` as PNG atomically, cropped to its content (:data:`DPI`)."""
-    return save_png(fig, path, dpi=DPI, tight=True)
+    """Write ``fig`` as PNG atomically, cropped to its content (:data:`DPI`): drawn in memory,
+    then written (a full disk is a :class:`~hawkes_cli.atomic.NoSpaceError`, which
+    :func:`~.api.run_gof` words)."""
+    buf = io.BytesIO()
+    fig.savefig(buf, dpi=DPI, format="png", bbox_inches="tight", pad_inches=0.04)
+    atomic.write_bytes(path, buf.getbuffer())
+    log.info("wrote %s", path)
+    return path
 
 
 @dataclass(frozen=True)

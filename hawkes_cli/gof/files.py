@@ -36,10 +36,10 @@ def write_csv(path: Path, header: list[str], columns: list[np.ndarray], fmts: li
 
 
 def write_events_h5(path: Path, data: Any, mean: np.ndarray, sd: np.ndarray) -> Path:
-    """``events.h5``: the events with their branching probabilities (gzip), for large N."""
-    import h5py
+    """``events.h5``: the events with their branching probabilities (gzip), for large N; built
+    in memory, so a full disk is one :class:`~hawkes_cli.atomic.NoSpaceError`."""
 
-    with atomic.replacing(path) as tmp, h5py.File(tmp, "w") as f:
+    def build(f: Any) -> None:
         for name, values in (
             ("time", data.time),
             ("x", data.x),
@@ -50,6 +50,8 @@ def write_events_h5(path: Path, data: Any, mean: np.ndarray, sd: np.ndarray) -> 
             f.create_dataset(name, data=values, compression="gzip", shuffle=True)
         if data.fips is not None:
             f.create_dataset("fips", data=data.fips.astype("S5"), compression="gzip")
+
+    atomic.write_bytes(path, atomic.hdf5_image(build))
     return path
 
 

@@ -34,6 +34,10 @@ MARGIN = 0.01
 MAP_WIDTH = 7.0
 #: Colour of polygons without a value.
 MISSING_COLOUR = "lightgrey"
+#: Axis labels of maps in the data's own coordinates.
+COORD_AXES = ("x (coordinate units)", "y (coordinate units)")
+#: Axis labels of lon/lat data drawn as they are (not projected).
+LONLAT_AXES = ("longitude (degrees)", "latitude (degrees)")
 #: Pearson residuals within this are drawn on a linear part of the symmetric log scale.
 LINEAR_WITHIN = 2.0
 
@@ -124,12 +128,23 @@ class MapBase:
         limited to the contiguous US).
     crs
         The polygons' reference system when lon/lat (default NAD83, EPSG:4269).
+    axis_labels
+        The x and y axes' labels of a map not projected.
     """
 
-    def __init__(self, keys: np.ndarray, geoms: np.ndarray, lonlat: bool, crs: str | None) -> None:
+    def __init__(
+        self,
+        keys: np.ndarray,
+        geoms: np.ndarray,
+        lonlat: bool,
+        crs: str | None,
+        *,
+        axis_labels: tuple[str, str] = COORD_AXES,
+    ) -> None:
         import shapely
 
         self.keys = np.asarray(keys).astype(str)
+        self.axis_labels = axis_labels
         self.lonlat = lonlat
         self.shown = np.ones(self.keys.size, dtype=bool)
         geoms = np.asarray(geoms, dtype=object)
@@ -166,7 +181,7 @@ class MapBase:
         if self.lonlat:
             ax.set_axis_off()
         else:
-            ax.set(xlabel="x (coordinate units)", ylabel="y (coordinate units)")
+            ax.set(xlabel=self.axis_labels[0], ylabel=self.axis_labels[1])
         ax.set_title(title, fontsize=11)
         return fig, ax
 

@@ -105,7 +105,7 @@ def county_polygons(opts: GofOptions, config: Any, data: Any, area: float) -> Po
 
     path = opts.counties or config.data.counties
     crs = str(data.attrs.get("crs", ""))
-    skipped = "county residuals and maps skipped"
+    skipped = "county residuals and county maps skipped"
     layer = grid_layer(data) if path is None else None
     if layer is None and path is None and not derived.is_lonlat(crs):
         log.warning("no county polygons for coordinates %r: %s; give --gof-counties", crs,

@@ -52,24 +52,18 @@ def write_cases(data: EventData, dropped: Mapping[str, np.ndarray], out: Path) -
     if not out.name.lower().endswith(HDF5_SUFFIXES):
         save_events(data, out)
         return
-    save_events(data, out, finish=lambda tmp: _add_dropped(tmp, dropped, out))
+    save_events(data, out, finish=lambda f: _add_dropped(f, dropped))
 
 
-def _add_dropped(tmp: Path, dropped: Mapping[str, np.ndarray], out: Path) -> None:
-    """Add the ``/dropped`` group to the temporary HDF5 file ``tmp`` that will become ``out``."""
-    import h5py
-
-    try:
-        with h5py.File(tmp, "a") as f:
-            group = f.create_group("dropped")
-            group.attrs["reasons"] = json.dumps([[r.key, r.label] for r in REASONS])
-            for name, values in dropped.items():
-                arr = np.asarray(values)
-                if arr.dtype.kind == "U":
-                    arr = np.char.encode(arr, "utf-8") if arr.size else arr.astype("S1")
-                group.create_dataset(name, data=arr)
-    except OSError as exc:
-        raise EventsError(f"{out}: writing failed ({exc}); nothing was written") from None
+def _add_dropped(f: Any, dropped: Mapping[str, np.ndarray]) -> None:
+    """Add the ``/dropped`` group to the HDF5 events file being built (an ``h5py.File``)."""
+    group = f.create_group("dropped")
+    group.attrs["reasons"] = json.dumps([[r.key, r.label] for r in REASONS])
+    for name, values in dropped.items():
+        arr = np.asarray(values)
+        if arr.dtype.kind == "U":
+            arr = np.char.encode(arr, "utf-8") if arr.size else arr.astype("S1")
+        group.create_dataset(name, data=arr)
 
 
 def read_dropped(path: Path) -> dict[str, Any]:

@@ -27,7 +27,7 @@ logger = logging.getLogger(__name__)
 def _write_layout(
     h5file: h5py.File, meta: ChainMeta, rows: Mapping[str, np.ndarray] | None
 ) -> None:
-    """Attributes, ``/draws`` datasets (with ``rows`` if given), SWMR mode, flushed to disk."""
+    """Attributes and ``/draws`` datasets (with ``rows`` if given)."""
     for key, value in meta.to_attrs().items():
         h5file.attrs[key] = value
     group = h5file.create_group("draws")
@@ -39,9 +39,6 @@ def _write_layout(
         group.create_dataset(
             name, shape=(n,), maxshape=(None,), chunks=(CHUNK_ROWS,), dtype=dtype, data=data
         )
-    h5file.swmr_mode = True
-    h5file.flush()
-    fsync_h5(h5file)
 
 
 def _create_file(
@@ -51,28 +48,42 @@ def _create_file(
 ) -> h5py.File:
     """Write a complete chain file under a temporary name, then move it over ``path``.
 
-    The file is switched to SWMR-write mode before it gets its final name, so the file under
-    ``path`` can always be opened by a SWMR reader, even after the writer was killed.
+    The file is built in memory (:func:`hawkes_cli.atomic.hdf5_image`) and written with plain
+    writes, so a full disk fails before HDF5 touches the disk (nothing to free, nothing left
+    behind). It is then opened and switched to SWMR-write mode before it gets its final name,
+    so the file under ``path`` can always be opened by a SWMR reader, even after the writer was
+    killed.
 
     Returns
     -------
     h5py.File
         The open handle (SWMR-write mode) of the file now at ``path``.
     """
+    image = atomic.hdf5_image(lambda f: _write_layout(f, meta, rows), libver="latest")
+    h5file: h5py.File | None = None
+    in_hdf5 = False  # whether HDF5 itself failed to write (then the file stays open)
     try:
         with atomic.replacing(path) as tmp:
-            h5file = h5py.File(tmp, "w", libver="latest", **h5_kwargs())
+            atomic.fill(tmp, image)
+            h5file = h5py.File(tmp, "r+", libver="latest", **h5_kwargs())
             try:
-                _write_layout(h5file, meta, rows)
+                h5file.swmr_mode = True
+                h5file.flush()
+                fsync_h5(h5file)
             except BaseException as exc:
-                close_quietly(h5file, path, failed=isinstance(exc, (OSError, RuntimeError)))
+                in_hdf5 = isinstance(exc, (OSError, RuntimeError))
+                close_quietly(h5file, path, failed=in_hdf5)
                 raise
-    except (OSError, RuntimeError) as exc:  # h5py raises RuntimeError for failed writes too
-        note_hdf5_write_failure()
+    except (OSError, RuntimeError) as exc:
+        if in_hdf5:
+            note_hdf5_write_failure()
+        elif h5file is not None:  # the rename failed: a sound file, closed as any other
+            close_quietly(h5file, path, failed=False)
         raise StorageError(
-            f"cannot write chain file {path}: {io_cause(exc)}; nothing committed was lost: "
-            "free disk space (or fix the folder's permissions) and run again"
+            f"cannot write chain file {path}: {io_cause(exc)}{atomic.room_hint(exc)}; nothing "
+            "committed was lost: free disk space (or fix the folder's permissions) and run again"
         ) from exc
+    assert h5file is not None
     return h5file
 
 
