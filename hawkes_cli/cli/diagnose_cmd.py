@@ -5,11 +5,15 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from ..errors import UsageError
 from .options import CONTEXT_SETTINGS, json_option, setup_logging, verbose_option, version_option
+
+if TYPE_CHECKING:
+    from ..diagnostics import Report
 
 
 @click.command(context_settings=CONTEXT_SETTINGS)
@@ -96,6 +100,20 @@ from .options import CONTEXT_SETTINGS, json_option, setup_logging, verbose_optio
     default=None,
     help="Conditional-intensity map at this time (data units) or ISO date (with --gof).",
 )
+@click.option(
+    "--cut-check",
+    is_flag=True,
+    help="Also check that the chains sample the cut posterior: independent location draws "
+    "(the run's own sampler), the conditional mode and curvature of the log parameters on each "
+    "(about 100 evaluations, 20 pair passes per draw, on the run's engine and device), the cut "
+    "sd against the chains' sd.",
+)
+@click.option(
+    "--cut-draws",
+    type=int,
+    default=None,
+    help="Location draws of --cut-check (default 50: 10% relative error on the between-draw sd).",
+)
 @verbose_option
 def diagnose(
     run_dir: Path,
@@ -114,6 +132,8 @@ def diagnose(
     gof_counties: Path | None,
     gof_seed: int,
     date: str | None,
+    cut_check: bool,
+    cut_draws: int | None,
     verbose: int,
 ) -> None:
     """R-hat, bulk/tail ESS, MCSE and posterior tables of the chains in RUN_DIR.
@@ -121,9 +141,9 @@ def diagnose(
     Reads only committed draws, so it works on running chains too. Verdicts: R-hat above 1.01
     warns and above 1.05 fails; ESS below 400 warns; stuck chains, NaN/inf draws and chains much
     shorter than the others are named; so are edge and tie errors above xi0's posterior sd.
+    With --cut-check, the chains' sds are weighed against the cut posterior's (README).
     """
     from .. import diagnostics as dg
-    from ..diagnostics.truth import format_truth
 
     setup_logging(verbose)
     if as_json and as_csv:
@@ -132,16 +152,10 @@ def diagnose(
         raise UsageError("--date needs --gof DIR")
     _check_outputs(run_dir, (events, gof_counties), netcdf=netcdf, plots=plots, gof=gof_dir)
     given = {"strict": strict, "events": events, "systematic": systematic}
+    given["cut_draws"] = _cut_draws(cut_check, cut_draws, as_csv)
     opts = dg.DiagnoseOptions(burn=burn, thin=thin, counties=tuple(counties), **given)
     report = dg.diagnose(run_dir, opts)
-    if as_json:
-        click.echo(json.dumps(dg.to_json(report), indent=1))
-    elif as_csv:
-        click.echo(dg.to_csv(report), nl=False)
-    else:
-        click.echo(dg.format_table(report))
-        if report.truth is not None:
-            click.echo("\n" + format_truth(report.truth))
+    _print_report(report, as_json=as_json, as_csv=as_csv)
     if netcdf is not None:
         click.echo(f"wrote {dg.write_netcdf(report, netcdf)}", err=True)
     if plots is not None:
@@ -172,6 +186,46 @@ def diagnose(
     code = dg.exit_code(report)
     if code:
         sys.exit(code)
+
+
+def _cut_draws(cut_check: bool, cut_draws: int | None, as_csv: bool) -> int | None:
+    """The location draws of ``--cut-check`` (None: no check), or a ``UsageError``."""
+    from ..diagnostics.cut import DEFAULT_CUT_DRAWS
+
+    if cut_draws is not None and not cut_check:
+        raise UsageError("--cut-draws needs --cut-check")
+    if cut_check and as_csv:
+        raise UsageError("--cut-check prints a table or JSON (--json), not CSV")
+    if not cut_check:
+        return None
+    return DEFAULT_CUT_DRAWS if cut_draws is None else cut_draws
+
+
+def _print_report(report: Report, *, as_json: bool, as_csv: bool) -> None:
+    """The report on stdout (table, JSON or CSV), with the cut-posterior check when its options
+    ask for one (:mod:`hawkes_cli.cutcheck`, run here: it evaluates the likelihood)."""
+    from .. import diagnostics as dg
+    from ..diagnostics.cut import format_cut
+    from ..diagnostics.truth import format_truth
+
+    cut = None
+    if report.options.cut_draws is not None:
+        from ..cutcheck import run_cut_check
+
+        cut = run_cut_check(report.run_dir, report.options, draws=report.draws)
+    if as_json:
+        out = dg.to_json(report)
+        if cut is not None:
+            out["cut_check"] = cut.as_dict()
+        click.echo(json.dumps(out, indent=1))
+    elif as_csv:
+        click.echo(dg.to_csv(report), nl=False)
+    else:
+        click.echo(dg.format_table(report))
+        if report.truth is not None:
+            click.echo("\n" + format_truth(report.truth))
+        if cut is not None:
+            click.echo("\n" + format_cut(cut))
 
 
 def _check_outputs(run_dir: Path, given: tuple[Path | None, ...], **outputs: Path | None) -> None:

@@ -7,7 +7,10 @@ from pathlib import Path
 
 from ..errors import UsageError
 
-__all__ = ["DiagnoseOptions"]
+__all__ = ["MIN_CUT_DRAWS", "DiagnoseOptions"]
+
+MIN_CUT_DRAWS = 3
+"""Fewest location draws of the cut-posterior check (a between-draw sd and its jackknife)."""
 
 
 def _county_codes(counties: tuple[str, ...]) -> tuple[str, ...]:
@@ -51,11 +54,15 @@ class DiagnoseOptions:
         trigger mass outside the study region, offspring hidden by ties:
         :mod:`~hawkes_cli.diagnostics.systematic`); ``hawkes-diagnose`` does, the convergence
         check of running chains does not (it needs R-hat and ESS only).
+    cut_draws
+        Location draws of the cut-posterior check (``hawkes-diagnose --cut-check``,
+        :mod:`hawkes_cli.cutcheck`), an integer >= :data:`MIN_CUT_DRAWS`; ``None``: no check.
 
     Raises
     ------
     UsageError
-        A negative ``burn``, ``thin < 1``, or a county code that is not 1-5 digits.
+        A negative ``burn``, ``thin < 1``, a county code that is not 1-5 digits, or
+        ``cut_draws < MIN_CUT_DRAWS``.
     """
 
     burn: int | None = None
@@ -64,8 +71,12 @@ class DiagnoseOptions:
     strict: bool = False
     events: Path | None = None
     systematic: bool = False
+    cut_draws: int | None = None
 
     def __post_init__(self) -> None:
+        k = self.cut_draws
+        if k is not None and (isinstance(k, bool) or int(k) != k or k < MIN_CUT_DRAWS):
+            raise UsageError(f"--cut-draws must be an integer >= {MIN_CUT_DRAWS}, got {k!r}")
         if self.burn is not None and (isinstance(self.burn, bool) or int(self.burn) < 0):
             raise UsageError(f"--burn must be an integer >= 0, got {self.burn!r}")
         if isinstance(self.thin, bool) or int(self.thin) < 1:
@@ -76,3 +87,5 @@ class DiagnoseOptions:
         object.__setattr__(self, "thin", int(self.thin))
         if self.events is not None:
             object.__setattr__(self, "events", Path(self.events))
+        if k is not None:
+            object.__setattr__(self, "cut_draws", int(k))

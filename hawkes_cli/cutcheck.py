@@ -1,0 +1,319 @@
+"""The cut posterior's reference for ``hawkes-diagnose --cut-check``: independent location draws,
+each with the conditional mode and curvature of the log-parameters.
+
+A run that redraws locations (``sampler.resample_every > 0``) estimates the cut posterior, the
+average over location draws ``X`` of ``p(theta | X, times)``; its chains approach it only as the
+moves per redraw grow (Plummer 2015). The reference here needs no chain: ``K`` location draws
+from the run's own location sampler (the polygons and each event's county, as the chains draw
+them; seeded by the run's seed apart from every chain's stream and the fast start's), and on
+each the Gaussian (Laplace) approximation of the conditional posterior, found by Newton steps
+from the chains' posterior medians with the fast start's finite-difference curvature
+(:func:`hawkes_cli.start.curvature.fd_curvature`) on the run's own log posterior (its config,
+data, engine, device and priors, built as a chain builds it: :func:`hawkes_cli.runner.setup.
+build_chain`). :func:`hawkes_cli.diagnostics.cut.summarise_cut` turns the draws into the table
+and the verdict.
+
+Cost per draw: usually two Hessians (``1 + 2 d + 2 d (d - 1)`` = 51 evaluations each for the
+five log-parameters) and a step between them. A trigger pass is needed only where ``sigma_x`` or
+``sigma_t`` changes: with the trigger cache holding every point of a Hessian's stencil, about 9
+trigger and 3 background passes per Hessian, about 20 pair passes per draw in all.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from .diagnostics import DiagnoseOptions, Draws, load_draws
+from .diagnostics.cut import DEFAULT_CUT_DRAWS, Conditional, CutCheck, summarise_cut
+from .diagnostics.options import MIN_CUT_DRAWS
+from .errors import UsageError
+from .parallel import SerialComm
+from .posterior import LogPosterior
+from .rundir import RunDir
+from .runner.setup import build_chain
+from .start.curvature import fd_curvature
+from .start.search import BudgetExceeded, Counted
+from .stop import StopFlag
+from .vocab import PARAM_NAMES
+
+if TYPE_CHECKING:
+    from .geo import PolygonSampler
+
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "CUT_LOCATIONS_KEY",
+    "CutSettings",
+    "conditional_laplace",
+    "cut_locations",
+    "run_cut_check",
+]
+
+#: ``spawn_key`` of the check's location draws, apart from every chain's (their numbers) and
+#: the fast start's (``2**31 - 1``).
+CUT_LOCATIONS_KEY = 2**31 - 2
+
+LogPost = Callable[[np.ndarray], float]
+
+
+@dataclass(frozen=True)
+class CutSettings:
+    """The check's numbers.
+
+    Parameters
+    ----------
+    draws
+        Location draws ``K`` (>= 3; 50 gives the between-draw sd a 10% relative error).
+    fd_drop
+        Target fall of the log posterior (nats) over each finite-difference step: 2 nats, a
+        step of 2 conditional sds, so that the truncated engine's error (at most
+        ``engine.tolerance``, 0.05 nats by default, per evaluation) is at most 5% of a second
+        difference.
+    tol
+        Newton converged when its decrement is below this (conditional sds).
+    max_newton
+        Hessians per draw at most.
+    max_evals
+        Log posterior evaluations per draw at most.
+    max_sd
+        Largest finite-difference step (log scale).
+    """
+
+    draws: int = DEFAULT_CUT_DRAWS
+    fd_drop: float = 2.0
+    tol: float = 0.1
+    max_newton: int = 5
+    max_evals: int = 400
+    max_sd: float = 2.0
+
+    def __post_init__(self) -> None:
+        if isinstance(self.draws, bool) or int(self.draws) < MIN_CUT_DRAWS:
+            raise UsageError(
+                f"--cut-draws must be an integer >= {MIN_CUT_DRAWS}, got {self.draws!r}"
+            )
+        for name in ("max_newton", "max_evals"):
+            if int(getattr(self, name)) < 1:
+                raise ValueError(f"{name} must be a positive integer, got {getattr(self, name)!r}")
+        for name in ("fd_drop", "tol", "max_sd"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value > 0):
+                raise ValueError(f"{name} must be finite and > 0, got {value!r}")
+
+
+def cut_locations(
+    polygons: PolygonSampler, codes: np.ndarray, seed: int, k: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Location draw ``k`` of the check: every event uniform in its polygon.
+
+    Drawn from ``SeedSequence(seed, spawn_key=(CUT_LOCATIONS_KEY, k))``: each draw from its own
+    stream, so draw ``k`` is the same whatever ``K`` is, and apart from the chains' streams.
+
+    Returns
+    -------
+    x, y : (N,) float64
+        Coordinates (coordinate units).
+    """
+    rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(CUT_LOCATIONS_KEY, k)))
+    return polygons.sample(codes, rng)
+
+
+def conditional_laplace(
+    log_post: LogPost, theta0: np.ndarray, h0: np.ndarray, settings: CutSettings
+) -> tuple[Conditional, np.ndarray]:
+    """The conditional mode and covariance of ``log_post`` by Newton steps from ``theta0``.
+
+    Each step takes the finite-difference gradient and Hessian
+    (:func:`~hawkes_cli.start.curvature.fd_curvature`, steps resized from ``h0`` so that the
+    log posterior falls about ``settings.fd_drop`` nats), then: if ``-H`` is not positive
+    definite, the draw has no Gaussian reference; if the Newton decrement ``sqrt(g' (-H)^-1 g)``
+    is below ``settings.tol`` the mode is the point plus its Newton step and the covariance
+    ``(-H)^-1``; else the step is taken and the next Hessian taken there. A step longer than
+    one conditional sd is halved (up to 4 times) until the log posterior rises; a shorter one
+    is taken as it is: the central differences over about 2 sds see the posterior's third
+    derivative, so near a skewed mode the "mode" of the stencil's quadratic, which Newton finds,
+    can sit a little below the largest value (the Gaussian that matches the posterior over the
+    stencil, not at one point).
+
+    Parameters
+    ----------
+    log_post
+        The conditional log posterior of the log-parameters (``-inf`` outside the support).
+    theta0 : (d,) float
+        Start (the chains' medians).
+    h0 : (d,) float
+        First finite-difference steps.
+    settings
+        Tolerances and budgets.
+
+    Returns
+    -------
+    (Conditional, h)
+        The draw's Gaussian reference (``pair_passes`` and ``seconds`` left 0 for the caller)
+        and the steps last used (for the next draw's start).
+    """
+    f = Counted(log_post, int(settings.max_evals))
+    x = np.array(theta0, dtype=float)
+    h = np.array(h0, dtype=float)
+    nan = math.nan
+
+    def failed(status: str, steps: int, dec: float = nan) -> tuple[Conditional, np.ndarray]:
+        return Conditional(tuple(x.tolist()), None, status, steps, dec, f.n), h
+
+    try:
+        fx = f(x)
+        if not math.isfinite(fx):
+            return failed("log posterior not finite at the chains' medians", 0)
+        for step_no in range(1, int(settings.max_newton) + 1):
+            grad, hess, h = fd_curvature(f, x, fx, h, settings.fd_drop, settings.max_sd)
+            prec = -0.5 * (hess + hess.T)
+            if not np.all(np.isfinite(prec)) or np.linalg.eigvalsh(prec)[0] <= 0:
+                return failed("Hessian not negative definite", step_no)
+            cov = np.linalg.inv(prec)
+            step = cov @ grad
+            dec = math.sqrt(max(float(grad @ step), 0.0))
+            if dec <= settings.tol:
+                cov = 0.5 * (cov + cov.T)
+                mode = tuple((x + step).tolist())
+                out = Conditional(mode, tuple(map(tuple, cov.tolist())), "ok", step_no, dec, f.n)
+                return out, h
+            if dec <= 1.0:  # within a conditional sd: the stencil's quadratic is trusted
+                x = x + step
+                fx = f(x)
+                if not math.isfinite(fx):
+                    return failed("log posterior not finite at a Newton step", step_no, dec)
+                continue
+            for _ in range(4):  # farther: halve until the log posterior rises
+                f1 = f(x + step)
+                if math.isfinite(f1) and f1 > fx:
+                    x, fx = x + step, f1
+                    break
+                step = step / 2.0
+            else:
+                return failed("Newton step did not raise the log posterior", step_no, dec)
+        return failed(f"Newton not converged in {settings.max_newton} steps", step_no, dec)
+    except BudgetExceeded:
+        return failed(f"Newton not converged in {settings.max_evals} evaluations", 0)
+
+
+def _chains(draws: Draws) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
+    """The chains' log draws ``(chain, draw)`` by name, their medians (the start) and the first
+    finite-difference steps ``sqrt(2 fd_drop / P_ii)`` for unit ``fd_drop`` (``P`` the inverse
+    of their covariance: the conditional sd of each coordinate given the others)."""
+    missing = [n for n in PARAM_NAMES if n not in draws.param_names]
+    if missing:
+        raise UsageError(
+            f"--cut-check needs the parameters {list(PARAM_NAMES)}; the chains lack {missing}"
+        )
+    logs = {n: np.log(draws.matrix(n)) for n in PARAM_NAMES}
+    pooled = np.stack([np.log(np.concatenate(draws.variables[n])) for n in PARAM_NAMES])
+    if not np.all(np.isfinite(pooled)):
+        raise UsageError("--cut-check: the chains have non-finite draws (see the verdicts)")
+    start = np.median(pooled, axis=1)
+    cov = np.atleast_2d(np.cov(pooled))
+    sd = np.sqrt(np.maximum(np.diag(cov), 1e-12))
+    try:
+        h = 1.0 / np.sqrt(np.diag(np.linalg.inv(cov)))
+    except np.linalg.LinAlgError:
+        h = sd
+    h = np.where(np.isfinite(h) & (h > 0), h, sd)
+    return logs, start, math.sqrt(2.0) * h
+
+
+def run_cut_check(
+    run_dir: Path,
+    options: DiagnoseOptions | None = None,
+    settings: CutSettings | None = None,
+    draws: Draws | None = None,
+) -> CutCheck:
+    """The cut-posterior check of a run (module notes).
+
+    Parameters
+    ----------
+    run_dir
+        The run directory.
+    options
+        Burn-in and thinning of the chains' draws; ``options.cut_draws`` sets ``K`` when
+        ``settings`` is not given.
+    settings
+        The check's numbers (default :class:`CutSettings` with ``options.cut_draws`` draws).
+    draws
+        The chains' retained draws when already read (:func:`hawkes_cli.diagnostics.load_draws`).
+
+    Raises
+    ------
+    UsageError
+        No run directory or no retained draws; a run with fixed locations
+        (``sampler.resample_every: 0``), whose chains sample one conditional posterior.
+    """
+    options = options or DiagnoseOptions()
+    if settings is None:
+        k = options.cut_draws if options.cut_draws is not None else DEFAULT_CUT_DRAWS
+        settings = CutSettings(draws=k)
+    config = RunDir(run_dir).load_config()
+    if config.sampler.resample_every == 0:
+        raise UsageError(
+            f"--cut-check: {run_dir} keeps every event at its file location "
+            "(sampler.resample_every: 0), so its chains sample one conditional posterior, not "
+            "the cut posterior; there is nothing to check"
+        )
+    draws = draws if draws is not None else load_draws(Path(run_dir), options)
+    logs, start, h = _chains(draws)
+    h = h * math.sqrt(settings.fd_drop)
+    setup = build_chain(config, 0, SerialComm(), StopFlag())
+    stream = setup.rank.locations
+    if stream is None:  # pragma: no cover - resample_every > 0 always builds one
+        raise UsageError(f"--cut-check: {run_dir} has no location sampler")
+    lik = setup.rank.likelihood
+    # every point of a Hessian's stencil keeps its pair sums: 9 (sigma_x, sigma_t), 3 tau_t
+    lik.trigger_cache_size = max(lik.trigger_cache_size, 10)
+    lik.background_cache_size = max(lik.background_cache_size, 4)
+    posterior = LogPosterior.from_mapping(lik, config.priors)
+    log.info(
+        "cut check of %s: %d location draws, Newton from the chains' medians %s",
+        run_dir,
+        settings.draws,
+        np.round(np.exp(start), 6).tolist(),
+    )
+    conditionals = []
+    for k in range(int(settings.draws)):
+        t0, passes = time.perf_counter(), lik.pair_passes
+        lik.set_locations(*cut_locations(stream.polygons, stream.codes, config.sampler.seed, k))
+        cond, h_next = conditional_laplace(posterior, start, h, settings)
+        if cond.ok:
+            h = h_next
+        cond = replace(cond, pair_passes=lik.pair_passes - passes, seconds=time.perf_counter() - t0)
+        conditionals.append(cond)
+        _log_draw(k, settings.draws, cond)
+    return summarise_cut(
+        conditionals,
+        logs,
+        PARAM_NAMES,
+        run_dir=str(run_dir),
+        start=dict(zip(PARAM_NAMES, start.tolist(), strict=True)),
+        settings={**asdict(settings), "seed": config.sampler.seed, "spawn_key": CUT_LOCATIONS_KEY},
+    )
+
+
+def _log_draw(k: int, n: int, cond: Conditional) -> None:
+    """The INFO line of one location draw."""
+    log.info(
+        "cut check: draw %d/%d: %s in %d Newton steps (decrement %.3g sd), %d evaluations, "
+        "%d pair passes, %.1f s; mode %s",
+        k + 1,
+        n,
+        cond.status,
+        cond.newton_steps,
+        cond.decrement,
+        cond.evaluations,
+        cond.pair_passes,
+        cond.seconds,
+        np.round(np.exp(cond.mode), 5).tolist(),
+    )

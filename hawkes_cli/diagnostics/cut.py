@@ -1,0 +1,539 @@
+"""The cut-posterior check's statistics: a Gaussian reference from independent location draws,
+weighed against the chains (pure functions over arrays; the draws' conditional modes and
+curvatures come from :mod:`hawkes_cli.cutcheck`).
+
+The run's estimand is the cut posterior ``p_cut(theta) = E_X[p(theta | X, times)]``, the average
+over location draws ``X`` (each event uniform in its county) of the conditional posterior. With
+``K`` independent draws ``X_k``, each conditional posterior taken as Gaussian on the log scale
+(mode ``m_k``, covariance ``V_k``: the Laplace approximation), the cut variance of a
+log-parameter is, by the law of total variance,
+
+    var_cut = mean_k V_k[i, i]  +  var_k m_k[i]       (within-draw + between-draw)
+
+The reference's Monte Carlo error comes from the ``K`` draws: leave-one-out jackknife of each sd
+(within, between, cut). With ``K - 1`` degrees of freedom the between-draw sd has relative
+error about ``1 / sqrt(2 (K - 1))``: :data:`DEFAULT_CUT_DRAWS` = 50 gives 10%. The chains' sd of
+the same log-parameter has the MCSE of R's ``posterior`` (``mcse_sd``: the ESS of the centred
+squares, Kenney and Keeping's variance of a variance, the delta method), so the two differ
+beyond their errors when ``|z| > Z_WARN``, ``z = (sd_chains - sd_cut) / sqrt(se_chains^2 +
+se_cut^2)``.
+
+Where the Gaussian reference does not hold, a parameter is *not compared*: the chains' draws of
+its log are skewed (``|skewness| > SKEW_LIMIT``) or heavy-tailed or bimodal (``|excess
+kurtosis| > KURTOSIS_LIMIT``), or some draw's Newton iteration failed (a Hessian that is not
+negative definite, no convergence: then no parameter is compared, as each needs the joint
+curvature).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .options import MIN_CUT_DRAWS
+from .stats import ess_mean
+
+__all__ = [
+    "DEFAULT_CUT_DRAWS",
+    "KURTOSIS_LIMIT",
+    "MIN_CUT_DRAWS",
+    "SKEW_LIMIT",
+    "Z_WARN",
+    "Conditional",
+    "CutCheck",
+    "CutRow",
+    "format_cut",
+    "jackknife_sds",
+    "mcse_sd",
+    "summarise_cut",
+]
+
+DEFAULT_CUT_DRAWS = 50
+"""Location draws by default: the between-draw sd then has about 10% relative error
+(``1 / sqrt(2 * 49)``)."""
+
+SKEW_LIMIT = 0.5
+"""Largest ``|skewness|`` of the chains' log draws for a Gaussian reference. A gamma-shaped
+posterior of skewness 0.5 has a Laplace sd 3% below its sd (``1 - sqrt(1 - skew^2 / 4)``),
+well inside the reference's 10% error; 0.5 is also 4 standard errors of a sample skewness at an
+ESS of 400 (``sqrt(6 / 400)``)."""
+
+KURTOSIS_LIMIT = 1.0
+"""Largest ``|excess kurtosis|`` of the chains' log draws (4 standard errors at an ESS of 400,
+``sqrt(24 / 400)``): a second mode or heavy tails that the curvature at one mode cannot see."""
+
+Z_WARN = 2.0
+"""Chains' sd and cut sd differ when they are more than this many combined standard errors
+apart (about a 5% false alarm per parameter when the chains are right)."""
+
+STATUS_OK = "ok"
+STATUS_WARN = "warn"
+STATUS_NOT = "not compared"
+
+VERDICT_OK = "OK"
+VERDICT_WARN = "WARNING"
+VERDICT_NONE = "NOT COMPARED"
+
+
+@dataclass(frozen=True)
+class Conditional:
+    """One location draw's conditional posterior of the log-parameters, taken as Gaussian.
+
+    Attributes
+    ----------
+    mode : (d,) float
+        The conditional mode (log scale): the last Newton point plus its step.
+    cov : (d, d) float or None
+        ``(-H)^-1`` at the last Newton point (log scale); None when the Newton iteration failed.
+    status
+        ``"ok"``, or why this draw gives no Gaussian reference (a Hessian that is not negative
+        definite, a Newton iteration that did not converge, a log posterior that is not finite).
+    newton_steps
+        Hessians taken (each a finite-difference one, :func:`hawkes_cli.start.curvature.
+        fd_curvature`).
+    decrement
+        The last Newton decrement ``sqrt(g' (-H)^-1 g)``: the distance of the mode from the
+        last point, in conditional posterior sds.
+    evaluations
+        Log posterior evaluations of this draw.
+    pair_passes
+        Pair passes (background and trigger) they ran.
+    seconds
+        Wall time of this draw (s).
+    """
+
+    mode: tuple[float, ...]
+    cov: tuple[tuple[float, ...], ...] | None
+    status: str = STATUS_OK
+    newton_steps: int = 0
+    decrement: float = math.nan
+    evaluations: int = 0
+    pair_passes: int = 0
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        """Whether this draw has a Gaussian reference (a mode and a covariance)."""
+        return self.status == STATUS_OK and self.cov is not None
+
+    def as_dict(self, names: Sequence[str]) -> dict[str, Any]:
+        """The draw as plain JSON values (modes and sds by log-parameter name)."""
+        sd = (
+            [math.sqrt(c[i]) for i, c in enumerate(self.cov)]
+            if self.cov
+            else [math.nan] * len(names)
+        )
+        return {
+            "status": self.status,
+            "mode": dict(zip(names, self.mode, strict=True)),
+            "sd": dict(zip(names, sd, strict=True)),
+            "newton_steps": self.newton_steps,
+            "decrement": self.decrement,
+            "evaluations": self.evaluations,
+            "pair_passes": self.pair_passes,
+            "seconds": self.seconds,
+        }
+
+
+@dataclass(frozen=True)
+class CutRow:
+    """One log-parameter of the check (sds on the log scale, i.e. relative sds).
+
+    Attributes
+    ----------
+    name
+        The parameter (its log is compared).
+    within_sd, within_se
+        ``sqrt(mean_k V_k[i, i])`` and its jackknife standard error.
+    between_sd, between_se
+        The sd of the conditional modes over the draws, and its standard error.
+    cut_sd, cut_se
+        ``sqrt(within^2 + between^2)`` and its standard error.
+    chains_sd, chains_se
+        The chains' sd of the log draws and its MCSE (:func:`mcse_sd`).
+    ratio, ratio_se
+        ``chains_sd / cut_sd`` and its standard error.
+    z
+        ``(chains_sd - cut_sd) / sqrt(chains_se^2 + cut_se^2)``.
+    skewness, excess_kurtosis
+        Of the chains' log draws (pooled).
+    mode_mean
+        The mean of the conditional modes (log scale), for information.
+    status
+        ``"ok"``, ``"warn"`` (``|z| > Z_WARN``) or ``"not compared"``.
+    reason
+        Why not compared, or how far apart; "" when ok.
+    """
+
+    name: str
+    within_sd: float
+    within_se: float
+    between_sd: float
+    between_se: float
+    cut_sd: float
+    cut_se: float
+    chains_sd: float
+    chains_se: float
+    ratio: float
+    ratio_se: float
+    z: float
+    skewness: float
+    excess_kurtosis: float
+    mode_mean: float
+    status: str
+    reason: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        """The row as a plain dict."""
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+@dataclass(frozen=True)
+class CutCheck:
+    """The cut-posterior check of a run.
+
+    Attributes
+    ----------
+    run_dir
+        The run directory (as given).
+    n_draws
+        Location draws ``K``.
+    start
+        Log-parameter name -> the chains' posterior median (log scale), where each draw's
+        Newton iteration started.
+    rows
+        One :class:`CutRow` per log-parameter.
+    verdict
+        ``"OK"``, ``"WARNING"`` or ``"NOT COMPARED"`` (no parameter could be compared).
+    message
+        One line saying why.
+    conditionals
+        The draws' conditional posteriors.
+    settings
+        The numbers the check used (thresholds, Newton tolerance, finite-difference drop, seed).
+    """
+
+    run_dir: str
+    n_draws: int
+    start: Mapping[str, float]
+    rows: tuple[CutRow, ...]
+    verdict: str
+    message: str
+    conditionals: tuple[Conditional, ...] = ()
+    settings: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def evaluations(self) -> int:
+        """Log posterior evaluations over all draws."""
+        return sum(c.evaluations for c in self.conditionals)
+
+    @property
+    def pair_passes(self) -> int:
+        """Pair passes over all draws."""
+        return sum(c.pair_passes for c in self.conditionals)
+
+    @property
+    def seconds(self) -> float:
+        """Wall time over all draws (s)."""
+        return sum(c.seconds for c in self.conditionals)
+
+    def row(self, name: str) -> CutRow:
+        """The row of ``name`` (``KeyError`` if none)."""
+        for r in self.rows:
+            if r.name == name:
+                return r
+        raise KeyError(name)
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready (non-finite numbers become ``None``)."""
+        names = [r.name for r in self.rows]
+        out = {
+            "run_dir": self.run_dir,
+            "n_draws": self.n_draws,
+            "verdict": self.verdict,
+            "message": self.message,
+            "scale": "log",
+            "start": dict(self.start),
+            "parameters": [r.as_dict() for r in self.rows],
+            "evaluations": self.evaluations,
+            "pair_passes": self.pair_passes,
+            "seconds": self.seconds,
+            "settings": dict(self.settings),
+            "draws": [c.as_dict(names) for c in self.conditionals],
+        }
+        return _clean(out)
+
+
+def _clean(x: Any) -> Any:
+    if isinstance(x, float | np.floating):
+        return float(x) if math.isfinite(x) else None
+    if isinstance(x, np.integer):
+        return int(x)
+    if isinstance(x, dict):
+        return {k: _clean(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [_clean(v) for v in x]
+    return x
+
+
+# --------------------------------------------------------------------------- statistics
+
+
+def mcse_sd(matrix: np.ndarray) -> float:
+    """Monte Carlo standard error of the sd of a ``(chain, draw)`` array.
+
+    As R's ``posterior`` (``mcse_sd``): the ESS of the centred squares (split chains), the
+    variance of a variance estimate of Kenney and Keeping (1951) with that ESS, and the delta
+    method ``var(sd) = var(var) / (4 var)``. NaN with fewer than 4 draws per chain or a constant
+    array.
+    """
+    x = np.asarray(matrix, dtype=np.float64)
+    if x.ndim != 2 or x.shape[1] < 4 or not np.all(np.isfinite(x)):
+        return math.nan
+    centred = x - x.mean()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        ess = ess_mean(centred**2)
+    var = float(np.var(x, ddof=1))
+    if not (math.isfinite(ess) and ess > 3 and var > 0):
+        return math.nan
+    m2 = float(np.mean(centred**2))
+    m4 = float(np.mean(centred**4))
+    varvar = (m4 - (ess - 3) / (ess - 1) * m2**2) / ess
+    return math.sqrt(max(varvar, 0.0) / var / 4)
+
+
+def jackknife_sds(modes: np.ndarray, variances: np.ndarray) -> dict[str, tuple[float, float]]:
+    """The within-, between-draw and cut sds of one log-parameter, each with its jackknife
+    standard error over the draws.
+
+    Parameters
+    ----------
+    modes : (K,) float
+        The draws' conditional modes.
+    variances : (K,) float
+        The draws' conditional variances.
+
+    Returns
+    -------
+    dict
+        ``{"within": (sd, se), "between": (sd, se), "cut": (sd, se)}``.
+    """
+    m = np.asarray(modes, dtype=np.float64)
+    v = np.asarray(variances, dtype=np.float64)
+    k = m.size
+    if k < MIN_CUT_DRAWS or v.size != k:
+        raise ValueError(f"need {MIN_CUT_DRAWS} or more draws of modes and variances, got {k}")
+
+    def sds(mm: np.ndarray, vv: np.ndarray) -> np.ndarray:
+        w, b = float(np.mean(vv)), float(np.var(mm, ddof=1))
+        return np.sqrt([w, b, w + b])
+
+    full = sds(m, v)
+    keep = ~np.eye(k, dtype=bool)
+    loo = np.array([sds(m[keep[i]], v[keep[i]]) for i in range(k)])
+    se = np.sqrt((k - 1) / k * np.sum((loo - loo.mean(axis=0)) ** 2, axis=0))
+    return {
+        name: (float(full[i]), float(se[i])) for i, name in enumerate(("within", "between", "cut"))
+    }
+
+
+def shape(x: np.ndarray) -> tuple[float, float]:
+    """Sample skewness and excess kurtosis of the finite values of ``x`` (NaN if constant)."""
+    x = np.asarray(x, dtype=np.float64).ravel()
+    x = x[np.isfinite(x)]
+    c = x - x.mean() if x.size else x
+    m2 = float(np.mean(c**2)) if x.size else 0.0
+    if m2 <= 0:
+        return math.nan, math.nan
+    return float(np.mean(c**3)) / m2**1.5, float(np.mean(c**4)) / m2**2 - 3.0
+
+
+def _failed_reason(conditionals: Sequence[Conditional]) -> str:
+    """Why the draws give no reference ("" when every draw has one)."""
+    bad = [c for c in conditionals if not c.ok]
+    if not bad:
+        return ""
+    kinds: dict[str, int] = {}
+    for c in bad:
+        kinds[c.status] = kinds.get(c.status, 0) + 1
+    listed = "; ".join(f"{n} {s}" for s, n in sorted(kinds.items(), key=lambda kv: -kv[1]))
+    return f"{len(bad)} of {len(conditionals)} location draws give no Gaussian reference ({listed})"
+
+
+def _row(
+    name: str,
+    index: int,
+    conditionals: Sequence[Conditional],
+    chains: np.ndarray,
+    failed: str,
+) -> CutRow:
+    """The row of one log-parameter (``chains``: its ``(chain, draw)`` log draws)."""
+    chains_sd = float(np.std(chains, ddof=1)) if chains.size > 1 else math.nan
+    chains_se = mcse_sd(chains)
+    skew, kurt = shape(chains)
+    nan = math.nan
+    sds = {"within": (nan, nan), "between": (nan, nan), "cut": (nan, nan)}
+    mode_mean = nan
+    if not failed:
+        modes = np.array([c.mode[index] for c in conditionals])
+        variances = np.array([c.cov[index][index] for c in conditionals])  # type: ignore[index]
+        sds = jackknife_sds(modes, variances)
+        mode_mean = float(np.mean(modes))
+    cut_sd, cut_se = sds["cut"]
+    ratio = chains_sd / cut_sd if cut_sd > 0 else nan
+    ratio_se = ratio * math.hypot(chains_se / chains_sd, cut_se / cut_sd) if cut_sd > 0 else nan
+    combined = math.hypot(chains_se, cut_se)
+    z = (chains_sd - cut_sd) / combined if combined > 0 else nan
+    reason, status = "", STATUS_OK
+    if failed:
+        status, reason = STATUS_NOT, failed
+    elif not (math.isfinite(skew) and abs(skew) <= SKEW_LIMIT):
+        status = STATUS_NOT
+        reason = f"the chains' log draws have skewness {skew:.2f} (limit {SKEW_LIMIT})"
+    elif not (math.isfinite(kurt) and abs(kurt) <= KURTOSIS_LIMIT):
+        status = STATUS_NOT
+        reason = f"the chains' log draws have excess kurtosis {kurt:.2f} (limit {KURTOSIS_LIMIT})"
+    elif not math.isfinite(z):
+        status, reason = STATUS_NOT, "no standard error (too few draws)"
+    elif abs(z) > Z_WARN:
+        status = STATUS_WARN
+        reason = f"chains' sd {chains_sd:.4g} vs cut sd {cut_sd:.4g}: {z:+.1f} combined se"
+    return CutRow(
+        name=name,
+        within_sd=sds["within"][0],
+        within_se=sds["within"][1],
+        between_sd=sds["between"][0],
+        between_se=sds["between"][1],
+        cut_sd=cut_sd,
+        cut_se=cut_se,
+        chains_sd=chains_sd,
+        chains_se=chains_se,
+        ratio=ratio,
+        ratio_se=ratio_se,
+        z=z,
+        skewness=skew,
+        excess_kurtosis=kurt,
+        mode_mean=mode_mean,
+        status=status,
+        reason=reason,
+    )
+
+
+def _verdict(rows: Sequence[CutRow]) -> tuple[str, str]:
+    """The run's verdict and its one line."""
+    compared = [r for r in rows if r.status != STATUS_NOT]
+    warned = [r for r in compared if r.status == STATUS_WARN]
+    if warned:
+        worst = max(warned, key=lambda r: abs(r.z))
+        names = ", ".join(r.name for r in warned)
+        return VERDICT_WARN, (
+            f"the chains' sd differs from the cut posterior's by more than {Z_WARN:g} combined "
+            f"se for {names} (largest: {worst.name}, ratio {worst.ratio:.3f}, z {worst.z:+.1f})"
+        )
+    if not compared:
+        reasons = {r.reason for r in rows}
+        why = reasons.pop() if len(reasons) == 1 else "see each parameter"
+        return VERDICT_NONE, f"no parameter has a Gaussian reference: {why}"
+    worst = max(compared, key=lambda r: abs(r.z))
+    names = ", ".join(r.name for r in compared)
+    return VERDICT_OK, (
+        f"the chains' sd agrees with the cut posterior's within {Z_WARN:g} combined se for "
+        f"{names} (largest |z| {abs(worst.z):.1f}, {worst.name})"
+    )
+
+
+def summarise_cut(
+    conditionals: Sequence[Conditional],
+    chains: Mapping[str, np.ndarray],
+    names: Sequence[str],
+    *,
+    run_dir: str = "",
+    start: Mapping[str, float] | None = None,
+    settings: Mapping[str, Any] | None = None,
+) -> CutCheck:
+    """Weigh the chains against the Gaussian cut reference of ``conditionals``.
+
+    Parameters
+    ----------
+    conditionals
+        One per location draw (``K >= MIN_CUT_DRAWS``), coordinates in ``names`` order.
+    chains
+        Name -> the chains' log draws, ``(chain, draw)`` (the common prefix after burn-in).
+    names
+        The log-parameters, in the conditionals' coordinate order.
+    run_dir, start, settings
+        Recorded in the result.
+
+    Returns
+    -------
+    CutCheck
+    """
+    if len(conditionals) < MIN_CUT_DRAWS:
+        raise ValueError(f"need at least {MIN_CUT_DRAWS} location draws, got {len(conditionals)}")
+    failed = _failed_reason(conditionals)
+    rows = tuple(
+        _row(name, i, conditionals, np.asarray(chains[name], dtype=np.float64), failed)
+        for i, name in enumerate(names)
+    )
+    verdict, message = _verdict(rows)
+    return CutCheck(
+        run_dir=run_dir,
+        n_draws=len(conditionals),
+        start=dict(start or {}),
+        rows=rows,
+        verdict=verdict,
+        message=message,
+        conditionals=tuple(conditionals),
+        settings=dict(settings or {}),
+    )
+
+
+# --------------------------------------------------------------------------- rendering
+
+
+def _g(x: float, digits: int = 3) -> str:
+    return "nan" if not math.isfinite(x) else f"{x:.{digits}g}"
+
+
+def _pm(x: float, se: float) -> str:
+    return f"{_g(x)} ({_g(se, 2)})"
+
+
+def format_cut(check: CutCheck) -> str:
+    """The check as a table (sds of the log-parameters, i.e. relative sds), a note per row not
+    compared or warned, and the verdict line."""
+    head = (
+        f"cut posterior check: {check.n_draws} location draws (each event uniform in its "
+        f"county), the conditional mode and curvature of the log parameters on each; "
+        f"{check.evaluations} evaluations, {check.pair_passes} pair passes, {check.seconds:.0f} s"
+    )
+    cols = ("log param", "within sd", "between sd", "cut sd (se)", "chains' sd (MCSE)", "ratio")
+    cols += ("skew", "status")
+    table = [cols]
+    for r in check.rows:
+        ratio = "nan" if not math.isfinite(r.ratio) else f"{r.ratio:.3f} +- {_g(r.ratio_se, 2)}"
+        table.append(
+            (
+                r.name,
+                _g(r.within_sd),
+                _g(r.between_sd),
+                _pm(r.cut_sd, r.cut_se),
+                _pm(r.chains_sd, r.chains_se),
+                ratio,
+                f"{r.skewness:+.2f}" if math.isfinite(r.skewness) else "nan",
+                r.status,
+            )
+        )
+    widths = [max(len(row[i]) for row in table) for i in range(len(cols))]
+    lines = [head] + [
+        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in table
+    ]
+    lines += [f"  {r.name}: {r.reason}" for r in check.rows if r.reason]
+    lines.append(f"cut check: {check.verdict}: {check.message}")
+    return "\n".join(lines)

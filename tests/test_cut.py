@@ -1,0 +1,507 @@
+"""``hawkes-diagnose --cut-check`` against a cut posterior computed by brute force.
+
+The problem: about 370 events of model 1 simulated with known parameters in a 10 x 10 square of
+100 synthetic counties (cells 1 x 1; trigger sd 0.5). Each location redraw (every event uniform
+in its cell) blurs the clusters differently, so the conditional posterior p(theta | X, times)
+moves between draws: the between-draw sd of log sigma_x is about 60% of the within-draw one,
+and its cut sd 19% above the within-draw sd.
+
+The brute force shares nothing with the check but the location draws: no Newton step, no finite
+difference, no Gaussian assumption. For each location draw it computes the conditional mean,
+variance and skewness of every log-parameter by self-normalised importance sampling, with the
+log-likelihood vectorised over the samples in numpy float64 (checked against the reference
+engine, :mod:`hawkes_cli.engine.reference`, to 1e-5 nats). The proposal is a multivariate t
+(5 degrees of freedom) drawn in nested form (120 values of (sigma_x, sigma_t), each with 50 of
+(mu0, tau_t, xi0) from the t's conditional: one trigger sum per 50 points), fitted by one round
+of adaptive importance sampling on 8 other draws and widened 1.3 times; its start (the chains'
+mean and covariance, widened 2 times) is a tuning choice that the weights correct for. Every
+draw keeps an ESS of the trigger blocks above 25 (median about 60 of 120; the cheap blocks'
+is larger).
+
+Tolerances, and why they are what they are (seeded: the numbers are the same on every run):
+
+- The check on the brute force's own location draws (the same seeded draws,
+  :func:`hawkes_cli.cutcheck.cut_locations`): the location Monte Carlo error cancels; what is
+  left is the Gaussian reference's own error, O(1/N) (at ~370 events a conditional posterior's
+  skewness is about 0.2, and a curvature over +-2 sd need not be its variance), and the
+  importance sampling error (about 2.5% on a mean of 50 trigger-block variances at an ESS of
+  60, less for the cheap block). Measured: within-draw variances +7% (tau_t) and -4% to -1%
+  (the others), between-draw variances within 1.2% of the within-draw variance, cut variances
+  within 5.5%. So the within-draw and cut variances must agree within 10%, and the
+  between-draw variances within 6% of the within-draw variance. A check that left out the
+  between-draw variance would be 29% low in sigma_x's cut variance, one with a 15% error in
+  the curvature 15% off in every within variance: both fail.
+- The chains against the brute-force cut sd (chains that redraw every 10 iterations; with the
+  shipped every-iteration scheme and one trigger move per redraw this problem's chains are 4-9%
+  too wide, see ``benchmarks/results/cut-small.txt``): both carry Monte Carlo error, the
+  chains' MCSE of the sd and the brute force's jackknife se over its 50 location draws; they
+  must agree within 3 combined se (a 0.3% chance of failing per parameter when both are right).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+
+import numpy as np
+import pytest
+import yaml
+from scipy import special
+
+from hawkes_cli.config import load_config
+from hawkes_cli.cutcheck import CutSettings, conditional_laplace, cut_locations, run_cut_check
+from hawkes_cli.data import save_events
+from hawkes_cli.diagnostics import DiagnoseOptions, load_draws
+from hawkes_cli.diagnostics.cut import (
+    KURTOSIS_LIMIT,
+    SKEW_LIMIT,
+    Conditional,
+    jackknife_sds,
+    mcse_sd,
+    summarise_cut,
+)
+from hawkes_cli.engine import make_likelihood
+from hawkes_cli.model import Params
+from hawkes_cli.regions import polygons_for
+from hawkes_cli.runner import run_chain
+from hawkes_cli.simulate import DensityGrid, simulate
+from hawkes_cli.vocab import PARAM_NAMES
+
+BOUNDS = (0.0, 10.0, 0.0, 10.0)
+TRUTH = Params(mu0=0.5, tau_t=30.0, xi0=0.5, sigma_x=0.5, sigma_t=4.0)
+T_END = 200.0
+AREA = 100.0
+K = 50  # location draws of the check (its default)
+SEED = 3  # the run's seed: the check's draws are SeedSequence(SEED, spawn_key=(KEY, k))
+
+
+# --------------------------------------------------------------------------- brute force
+
+
+class ExactConditional:
+    """The log-likelihood of model 1 (no edge correction) at many parameter values at once.
+
+    The background sums depend on ``tau_t`` and the times only: they are computed once on a
+    grid of ``log tau_t`` and read by a cubic spline (:meth:`background`; checked against the
+    direct sum in :func:`test_brute_force_is_the_reference_engine`, 1e-9 nats); the trigger sums
+    once per value of ``(sigma_x, sigma_t)`` at the current locations.
+    """
+
+    def __init__(self, t: np.ndarray, window_end: float, area: float, log_tau: np.ndarray):
+        from scipy.interpolate import CubicSpline
+
+        t = np.asarray(t, dtype=np.float64)
+        self.t, self.window_end, self.rho, self.n = t, float(window_end), 1.0 / area, t.size
+        i, j = np.nonzero(t[:, None] != t[None, :])  # the background skips ties
+        self.b_row, self.b_dt = i, t[i] - t[j]
+        i, j = np.nonzero(t[None, :] < t[:, None])  # strictly earlier sources
+        self.e_row, self.e_src, self.e_dt = i, j, t[i] - t[j]
+        self.log_tau = np.asarray(log_tau, dtype=np.float64)
+        tau = np.exp(self.log_tau)[:, None]
+        mass = special.ndtr((self.window_end - t) / tau) - special.ndtr(-t / tau)
+        # per grid value: B of every row, then the background's compensator mass (sum over rows)
+        table = np.hstack([self.background_sum(tau[:, 0]), mass.sum(axis=1)[:, None]])
+        self.spline = CubicSpline(self.log_tau, table, axis=0)
+
+    def background_sum(self, tau: np.ndarray) -> np.ndarray:
+        """``B`` (rows) of each ``tau``, summed directly: ``(len(tau), N)``."""
+        out = np.empty((tau.size, self.n))
+        for k, s in enumerate(tau):
+            w = np.exp(-0.5 * (self.b_dt / s) ** 2) * (self.rho / (math.sqrt(2 * math.pi) * s))
+            out[k] = np.bincount(self.b_row, weights=w, minlength=self.n)
+        return out
+
+    def background(self, log_tau: np.ndarray) -> np.ndarray:
+        """``B`` of each ``log tau_t`` (any shape ``S``) by the spline, and last the
+        compensator's mass ``sum_n Phi((T - t_n)/tau_t) - Phi(-t_n/tau_t)``: ``S + (N + 1,)``;
+        NaN outside the grid."""
+        inside = (log_tau >= self.log_tau[0]) & (log_tau <= self.log_tau[-1])
+        b = self.spline(np.where(inside, log_tau, self.log_tau[0]))
+        b[~inside] = np.nan
+        return b
+
+    def trigger(self, x: np.ndarray, y: np.ndarray, e: np.ndarray) -> np.ndarray:
+        """``E`` (rows) of each ``(log sigma_x, log sigma_t)`` row of ``e``: ``(M, N)``."""
+        sx, st = np.exp(np.atleast_2d(e)).T
+        r2 = (x[self.e_row] - x[self.e_src]) ** 2 + (y[self.e_row] - y[self.e_src]) ** 2
+        out = np.empty((sx.size, self.n))
+        for m in range(sx.size):
+            w = np.exp(-self.e_dt / st[m] - r2 / (2 * sx[m] ** 2)) / (
+                2 * math.pi * sx[m] ** 2 * st[m]
+            )
+            out[m] = np.bincount(self.e_row, weights=w, minlength=self.n)
+        return out
+
+    def loglik(self, x: np.ndarray, y: np.ndarray, theta: np.ndarray) -> np.ndarray:
+        """Log-likelihoods of ``theta`` ``(M, L, 5)``: row ``m`` shares its trigger block
+        ``theta[m, :, 3:]`` (one trigger sum per row), the cheap blocks are free."""
+        e = theta[:, 0, 3:]
+        assert np.all(theta[..., 3:] == e[:, None, :]), "one trigger block per row"
+        trig = self.trigger(x, y, e)  # (M, N)
+        mu0, xi0 = np.exp(theta[..., 0]), np.exp(theta[..., 2])
+        table = self.background(theta[..., 1])  # (M, L, N + 1)
+        lam = mu0[..., None] * table[..., :-1] + xi0[..., None] * trig[:, None, :]
+        comp_e = (1.0 - np.exp(-(self.window_end - self.t) / np.exp(e[:, 1])[:, None])).sum(1)
+        logs = np.log(np.maximum(lam, 1e-40)).sum(axis=-1)
+        out = logs - mu0 * table[..., -1] - xi0 * comp_e[:, None]
+        # off the grid (10 posterior sds of log tau_t and more away): no target mass there
+        return np.where(np.isnan(out), -np.inf, out)
+
+
+def _log_prior(theta: np.ndarray) -> np.ndarray:
+    """The run's prior: N(0, 1) on each log-parameter (the default), over the last axis."""
+    return -0.5 * np.sum(theta**2, axis=-1)
+
+
+CHEAP, TRIG = [0, 1, 2], [3, 4]
+DF = 5.0  # degrees of freedom of the multivariate t proposal
+
+
+class Proposal:
+    """A multivariate t (``DF``) over the five log-parameters, drawn in nested form: ``m``
+    trigger blocks from its marginal, then ``n`` cheap blocks from its conditional given each
+    (every point is a draw from the joint t; a trigger block's sum serves its ``n`` points)."""
+
+    def __init__(self, mean: np.ndarray, cov: np.ndarray) -> None:
+        self.mean, self.cov = np.asarray(mean, dtype=float), np.asarray(cov, dtype=float)
+        s = self.cov
+        self.see = s[np.ix_(TRIG, TRIG)]
+        self.gain = s[np.ix_(CHEAP, TRIG)] @ np.linalg.inv(self.see)
+        self.scc = s[np.ix_(CHEAP, CHEAP)] - self.gain @ s[np.ix_(TRIG, CHEAP)]
+
+    def draw(self, rng: np.random.Generator, m: int, n: int) -> np.ndarray:
+        """``(m, n, 5)`` points."""
+        mu_e = self.mean[TRIG]
+        z = rng.standard_normal((m, 2)) @ np.linalg.cholesky(self.see).T
+        e = mu_e + z / np.sqrt(rng.chisquare(DF, m) / DF)[:, None]
+        d = e - mu_e
+        maha = np.einsum("mi,ij,mj->m", d, np.linalg.inv(self.see), d)
+        scale = np.sqrt((DF + maha) / (DF + 2))  # the t's conditional: DF + 2, wider far out
+        zc = rng.standard_normal((m, n, 3)) @ np.linalg.cholesky(self.scc).T
+        wc = np.sqrt(rng.chisquare(DF + 2, (m, n)) / (DF + 2))
+        c = self.mean[CHEAP] + d @ self.gain.T
+        theta = np.empty((m, n, 5))
+        theta[..., CHEAP] = c[:, None, :] + scale[:, None, None] * zc / wc[..., None]
+        theta[..., TRIG] = e[:, None, :]
+        return theta
+
+    def logpdf(self, theta: np.ndarray) -> np.ndarray:
+        d = theta - self.mean
+        chol = np.linalg.cholesky(self.cov)
+        z = np.linalg.solve(chol, d.reshape(-1, 5).T)
+        q = np.sum(z * z, axis=0).reshape(theta.shape[:-1])
+        norm = (
+            special.gammaln((DF + 5) / 2) - special.gammaln(DF / 2) - 2.5 * math.log(DF * math.pi)
+        )
+        return norm - np.log(np.diag(chol)).sum() - (DF + 5) / 2 * np.log1p(q / DF)
+
+
+def conditional_moments(exact, proposal, x, y, rng, m: int = 120, n: int = 50):
+    """Self-normalised importance sampling of one conditional posterior: the mean ``(5,)``,
+    covariance ``(5, 5)`` and skewness ``(5,)`` of the log-parameters, and the ESS of the
+    trigger blocks (of the ``m``; the cheap blocks' is larger)."""
+    theta = proposal.draw(rng, m, n)
+    lw = exact.loglik(x, y, theta) + _log_prior(theta) - proposal.logpdf(theta)
+    w = np.exp(lw - lw.max())
+    w /= w.sum()
+    ess = 1.0 / np.sum(w.sum(axis=1) ** 2)
+    w, th = w.ravel(), theta.reshape(-1, 5)
+    mu = w @ th
+    dev = th - mu
+    cov = dev.T @ (dev * w[:, None])
+    skew = (w @ dev**3) / np.diag(cov) ** 1.5
+    return mu, cov, skew, ess
+
+
+# --------------------------------------------------------------------------- the run
+
+
+@pytest.fixture(scope="module")
+def problem(tmp_path_factory):
+    """The events, a run of 2 tiered chains that redraw the locations every 10 iterations (and
+    4 cheap moves an iteration, to keep the test short), and its cut check with the default
+    50 draws."""
+    tmp = tmp_path_factory.mktemp("cut")
+    grid = DensityGrid.log_uniform(BOUNDS, 10, 10, 1.0, 10.0, seed=2)
+    data = simulate(TRUTH, model=1, n_background=200, t_end=T_END, bounds=BOUNDS, seed=4, grid=grid)
+    save_events(data, tmp / "events.h5")
+    cfg = {
+        "data": {"events": str(tmp / "events.h5"), "window_end": T_END},
+        "model": {"kind": 1, "edge": "none"},
+        "sampler": {"kind": "tiered", "iterations": 2000, "warmup": 300, "seed": SEED,
+                    "resample_every": 10, "n_cheap": 4},
+        "chains": {"count": 2},
+        "engine": {"backend": "opencl", "precision": "float64", "tolerance": 0.0},
+        "output": {"run_dir": str(tmp / "run"), "commit_every": 600},
+    }  # fmt: skip
+    (tmp / "run.yaml").write_text(yaml.safe_dump(cfg))
+    config = load_config(tmp / "run.yaml")
+    for chain in range(config.chains.count):
+        assert run_chain(config, chain).finished
+    check = run_cut_check(config.output.run_dir, DiagnoseOptions(cut_draws=K))
+    draws = load_draws(config.output.run_dir)
+    logs = np.stack([np.log(np.concatenate(draws.variables[n])) for n in PARAM_NAMES], axis=1)
+    return {"config": config, "data": data, "check": check, "draws": logs}
+
+
+@pytest.fixture(scope="module")
+def exact(problem):
+    """The brute force on the check's own 50 location draws: per draw the conditional mean,
+    variance and skewness of each log-parameter, and the importance sampling ESS."""
+    data, draws = problem["data"], problem["draws"]
+    rng = np.random.default_rng(11)
+    # the proposal is a tuning choice (importance sampling corrects for it): the chains'
+    # mean and covariance widened 2 times, then one round of adaptation on 8 other draws
+    proposal = Proposal(draws.mean(axis=0), 4.0 * np.cov(draws.T))
+    centre = proposal.mean[1]
+    ex = ExactConditional(data.time, T_END, AREA, np.linspace(centre - 5, centre + 5, 241))
+    polys = polygons_for(data)
+    codes = polys.codes(data.fips)
+    res = [conditional_moments(ex, proposal, *polys.sample(codes, rng), rng) for _ in range(8)]
+    means = np.array([r[0] for r in res])
+    cov = np.mean([r[1] for r in res], axis=0) + np.cov(means.T)
+    proposal = Proposal(means.mean(axis=0), 1.3**2 * cov)
+    res = [
+        conditional_moments(ex, proposal, *cut_locations(polys, codes, SEED, k), rng)
+        for k in range(K)
+    ]
+    return {
+        "mean": np.array([r[0] for r in res]),
+        "var": np.array([np.diag(r[1]) for r in res]),
+        "skew": np.array([r[2] for r in res]),
+        "ess": np.array([r[3] for r in res]),
+    }
+
+
+@pytest.mark.opencl
+def test_brute_force_is_the_reference_engine(problem):
+    """The vectorised log-likelihood (background by the spline) equals the reference engine's
+    at other locations and parameters: the brute force computes the run's posterior."""
+    data = problem["data"]
+    theta0 = np.log([TRUTH.mu0, TRUTH.tau_t, TRUTH.xi0, TRUTH.sigma_x, TRUTH.sigma_t])
+    ex = ExactConditional(data.time, T_END, AREA, np.linspace(theta0[1] - 5, theta0[1] + 5, 241))
+    lik = make_likelihood(data, model=1, area=AREA, engine="reference", window_end=T_END)
+    polys = polygons_for(data)
+    x, y = cut_locations(polys, polys.codes(data.fips), SEED, 7)
+    lik.set_locations(x, y)
+    rng = np.random.default_rng(5)
+    theta = np.repeat(theta0 + 0.3 * rng.standard_normal((2, 1, 5)), 3, axis=1)  # (2, 3, 5)
+    theta[:, :, CHEAP] += 0.3 * rng.standard_normal((2, 3, 3))
+    got = ex.loglik(x, y, theta)
+    for m in range(2):
+        for c in range(3):
+            want = lik.loglik(Params(*np.exp(theta[m, c])))
+            assert got[m, c] == pytest.approx(want, rel=0, abs=1e-5)
+
+
+@pytest.mark.opencl
+def test_the_check_draws_locations_uniformly_in_each_county(problem):
+    """Draw k of the check puts every event inside its own 1 x 1 cell, away from the file's
+    point, differently for each k and the same whatever K is (its own seed)."""
+    data = problem["data"]
+    polys = polygons_for(data)
+    codes = polys.codes(data.fips)
+    cell = codes.astype(int)  # grid cell k = iy * 10 + ix covers [ix, ix + 1] x [iy, iy + 1]
+    x0, y0 = cut_locations(polys, codes, SEED, 0)
+    x1, _ = cut_locations(polys, codes, SEED, 1)
+    for x, y in ((x0, y0),):
+        assert np.all((np.floor(x) == cell % 10) & (np.floor(y) == cell // 10))
+    assert not np.allclose(x0, data.x) and not np.allclose(x0, x1)
+    np.testing.assert_array_equal(cut_locations(polys, codes, SEED, 0)[0], x0)
+    # uniform within the cells: the offsets from the cell corner are U(0, 1) in each coordinate
+    u = np.concatenate([x0 - cell % 10, y0 - cell // 10])
+    assert abs(u.mean() - 0.5) < 4 * math.sqrt(1 / 12 / u.size)
+
+
+@pytest.mark.opencl
+def test_the_check_is_the_brute_force_on_the_same_draws(problem, exact):
+    """The Gaussian reference against the exact conditional moments of the same 50 draws
+    (tolerances: module docstring)."""
+    check = problem["check"]
+    assert all(c.ok for c in check.conditionals), [c.status for c in check.conditionals]
+    assert exact["ess"].min() > 25, exact["ess"].min()  # the brute force is trustworthy
+    assert np.abs(exact["skew"]).mean() < 0.3  # moderately Gaussian conditionals
+    for i, name in enumerate(PARAM_NAMES):
+        row = check.row(name)
+        within = float(np.mean(exact["var"][:, i]))
+        between = float(np.var(exact["mean"][:, i], ddof=1))
+        assert row.within_sd**2 == pytest.approx(within, rel=0.10), name
+        assert abs(row.between_sd**2 - between) < 0.06 * within, name
+        assert row.cut_sd**2 == pytest.approx(within + between, rel=0.10), name
+    # the location uncertainty is no small part of sigma_x's cut variance here
+    sx = check.row("sigma_x")
+    assert sx.between_sd > 0.5 * sx.within_sd
+
+
+@pytest.mark.opencl
+def test_the_chains_sample_the_cut_posterior(problem, exact):
+    """With 10 iterations (10 trigger moves, 40 cheap ones) per location redraw the chains'
+    sd of each log-parameter is the brute-force cut sd within 3 combined se."""
+    check = problem["check"]
+    for i, name in enumerate(PARAM_NAMES):
+        sds = jackknife_sds(exact["mean"][:, i], exact["var"][:, i])
+        cut_sd, cut_se = sds["cut"]
+        row = check.row(name)
+        combined = math.hypot(row.chains_se, cut_se)
+        assert abs(row.chains_sd - cut_sd) < 3 * combined, (name, row.chains_sd, cut_sd, combined)
+
+
+# --------------------------------------------------------------------------- the pieces
+
+
+def _gaussian(mean: np.ndarray, cov: np.ndarray):
+    prec = np.linalg.inv(cov)
+    return lambda th: -0.5 * float((th - mean) @ prec @ (th - mean))
+
+
+def test_newton_finds_a_gaussian_mode_and_covariance():
+    """On a correlated 5-d Gaussian the central differences are exact: from 1.5 sds away, the
+    mode and covariance come out to rounding, in two Newton steps."""
+    rng = np.random.default_rng(2)
+    a = rng.standard_normal((5, 5))
+    cov = a @ a.T / 5 + 0.05 * np.eye(5)
+    mean = rng.standard_normal(5)
+    sd = np.sqrt(np.diag(cov))
+    cond, _ = conditional_laplace(_gaussian(mean, cov), mean + 1.5 * sd, sd, CutSettings())
+    assert cond.ok and cond.newton_steps == 2
+    np.testing.assert_allclose(cond.mode, mean, atol=1e-6 * sd.max())
+    np.testing.assert_allclose(np.array(cond.cov), cov, rtol=1e-5, atol=1e-7)
+
+
+def test_newton_refuses_a_saddle_and_a_budget_overrun():
+    saddle = lambda th: -0.5 * th[0] ** 2 + 0.5 * th[1] ** 2 - 0.5 * float(th[2:] @ th[2:])  # noqa: E731
+    cond, _ = conditional_laplace(saddle, np.full(5, 0.3), np.ones(5), CutSettings())
+    assert not cond.ok and cond.status == "Hessian not negative definite" and cond.cov is None
+    steep = lambda th: -float(np.sum(np.cosh(3 * th)))  # noqa: E731  not quadratic: many steps
+    cond, _ = conditional_laplace(steep, np.full(5, 2.0), np.ones(5), CutSettings(max_evals=60))
+    assert not cond.ok and "not converged" in cond.status
+
+
+def test_the_standard_errors_are_the_spread_of_their_estimates():
+    """Over 400 replicates the jackknife se of the between and cut sds (K = 50) and the MCSE
+    of an AR(1) chain's sd match the spread of the estimates within 15% (the se of an sd of
+    400 values is 3.5%; the jackknife's own bias is a few percent)."""
+    rng = np.random.default_rng(4)
+    est, ses = [], []
+    for _ in range(400):
+        modes = 0.7 * rng.standard_normal(K)
+        variances = rng.gamma(20.0, 1.0 / 20.0, K)  # mean 1, sd 0.22
+        s = jackknife_sds(modes, variances)
+        est.append([s["between"][0], s["cut"][0]])
+        ses.append([s["between"][1], s["cut"][1]])
+    np.testing.assert_allclose(np.mean(ses, axis=0), np.std(est, axis=0), rtol=0.15)
+    assert abs(np.mean(est, axis=0)[1] - math.sqrt(1 + 0.49)) < 0.01
+    rho, n = 0.8, 1000
+    e = rng.standard_normal((400, 2, n))
+    x = np.empty_like(e)
+    x[..., 0] = e[..., 0]
+    for t in range(1, n):  # 400 replicates of 2 AR(1) chains, ESS about n (1 - rho) / (1 + rho)
+        x[..., t] = rho * x[..., t - 1] + math.sqrt(1 - rho**2) * e[..., t]
+    sds = [np.std(r, ddof=1) for r in x]
+    assert np.mean([mcse_sd(r) for r in x]) == pytest.approx(np.std(sds), rel=0.15)
+
+
+def _conditionals(rng, k: int, within: float, between: float) -> list[Conditional]:
+    """``k`` Gaussian references: modes N(0, between^2), covariance within^2 I."""
+    cov = tuple(map(tuple, (within**2 * np.eye(5)).tolist()))
+    return [Conditional(tuple((between * rng.standard_normal(5)).tolist()), cov) for _ in range(k)]
+
+
+def test_the_verdicts():
+    """Chains with the cut sd: OK; 25% narrower (the within-draw sd alone): WARNING; skewed or
+    heavy-tailed draws, or a failed draw: not compared."""
+    rng = np.random.default_rng(8)
+    conds = _conditionals(rng, 200, within=0.1, between=0.07)
+    cut_sd = math.hypot(0.1, 0.07)
+
+    def chains(sd):
+        return {n: sd * rng.standard_normal((4, 2000)) for n in PARAM_NAMES}
+
+    ok = summarise_cut(conds, chains(cut_sd), PARAM_NAMES)
+    assert ok.verdict == "OK" and all(r.status == "ok" for r in ok.rows), ok.message
+    assert all(abs(r.ratio - 1) < 0.1 for r in ok.rows)
+    narrow = summarise_cut(conds, chains(0.1), PARAM_NAMES)
+    assert narrow.verdict == "WARNING" and all(r.status == "warn" for r in narrow.rows)
+    assert "differs from the cut posterior" in narrow.message
+    skewed = chains(cut_sd)
+    skewed["tau_t"] = np.exp(skewed["tau_t"] * 6)  # lognormal: skewness far above the limit
+    skewed["mu0"] = rng.standard_t(3, (4, 2000)) * cut_sd  # heavy tails
+    out = summarise_cut(conds, skewed, PARAM_NAMES)
+    assert out.row("tau_t").status == "not compared" and "skewness" in out.row("tau_t").reason
+    assert out.row("mu0").status == "not compared" and "kurtosis" in out.row("mu0").reason
+    assert out.verdict == "OK" and abs(out.row("tau_t").skewness) > SKEW_LIMIT
+    assert abs(out.row("mu0").excess_kurtosis) > KURTOSIS_LIMIT
+    failed = [*conds[:-1], Conditional(conds[-1].mode, None, "Hessian not negative definite")]
+    none = summarise_cut(failed, chains(cut_sd), PARAM_NAMES)
+    assert none.verdict == "NOT COMPARED" and "1 of 200 location draws" in none.message
+    assert json.loads(json.dumps(none.as_dict()))["parameters"][0]["cut_sd"] is None
+
+
+# --------------------------------------------------------------------------- the command
+
+
+def _diagnose(capsys, *args: str) -> tuple[int, str, str]:
+    """``hawkes-diagnose ARGS`` in this process: (exit code, stdout, stderr)."""
+    from hawkes_cli.cli import diagnose_main
+
+    argv = sys.argv
+    sys.argv = ["hawkes-diagnose", *args]
+    code = 0
+    try:
+        diagnose_main()
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    finally:
+        sys.argv = argv
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+@pytest.mark.opencl
+def test_the_command_prints_the_check_and_its_json(problem, capsys):
+    run = str(problem["config"].output.run_dir)
+    code, out, err = _diagnose(capsys, run, "--cut-check", "--cut-draws", "4", "--no-systematic")
+    assert code == 0, err
+    assert "cut posterior check: 4 location draws" in out
+    assert "\ncut check: " in out and "log param" in out
+    code, out, err = _diagnose(capsys, run, "--cut-check", "--cut-draws", "4", "--json")
+    assert code == 0, err
+    cut = json.loads(out)["cut_check"]
+    assert cut["n_draws"] == 4 and len(cut["draws"]) == 4
+    assert [r["name"] for r in cut["parameters"]] == list(PARAM_NAMES)
+    # the first 4 draws are those of the 50-draw check (each draw its own seed)
+    first = problem["check"].conditionals[0]
+    assert cut["draws"][0]["mode"]["sigma_x"] == pytest.approx(first.mode[3], abs=1e-9)
+
+
+def test_the_command_refuses_what_it_cannot_check(tmp_path, capsys):
+    """Fixed locations (resample_every 0: no cut posterior), no draws, and bad options: one
+    `error:` line each."""
+    data = simulate(TRUTH, model=1, n_background=60, t_end=60.0, bounds=BOUNDS, seed=1)
+    save_events(data, tmp_path / "ev.h5")
+    cfg = {
+        "data": {"events": str(tmp_path / "ev.h5")},
+        "model": {"kind": 1, "edge": "none"},
+        "sampler": {"kind": "univariate", "iterations": 40, "warmup": 10, "seed": 1,
+                    "initial": TRUTH.as_dict()},
+        "chains": {"count": 1},
+        "engine": {"backend": "reference"},
+        "output": {"run_dir": str(tmp_path / "run"), "commit_every": 20},
+    }  # fmt: skip
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(cfg))
+    config = load_config(tmp_path / "c.yaml")
+    assert run_chain(config, 0).finished
+    run = str(config.output.run_dir)
+    cases = [
+        ((run, "--cut-check"), "keeps every event at its file location"),
+        ((run, "--cut-check", "--burn", "1000"), "error: "),
+        ((run, "--cut-draws", "5"), "--cut-draws needs --cut-check"),
+        ((run, "--cut-check", "--cut-draws", "2"), "--cut-draws must be an integer >= 3"),
+        ((run, "--cut-check", "--csv"), "not CSV"),
+    ]
+    for args, says in cases:
+        code, out, err = _diagnose(capsys, *args, "--no-systematic")
+        assert code == 2, (args, out, err)
+        lines = err.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error: ") and says in lines[0], lines
