@@ -20,7 +20,7 @@ At scale, run it where the run's device is (a GPU job), e.g. for the 200,000-cas
 
     srun --gres=gpu:1 python benchmarks/bench_cut.py runs/covid-m1-200k --name m1-200000
 
-(about 100 evaluations and 20 pair passes per location draw: 1,000 pair passes for 50 draws).
+(100-250 evaluations and 20-60 pair passes per location draw: 1,000-3,000 pair passes for 50).
 """
 
 from __future__ import annotations

@@ -13,10 +13,12 @@ data, engine, device and priors, built as a chain builds it: :func:`hawkes_cli.r
 build_chain`). :func:`hawkes_cli.diagnostics.cut.summarise_cut` turns the draws into the table
 and the verdict.
 
-Cost per draw: usually two Hessians (``1 + 2 d + 2 d (d - 1)`` = 51 evaluations each for the
-five log-parameters) and a step between them. A trigger pass is needed only where ``sigma_x`` or
-``sigma_t`` changes: with the trigger cache holding every point of a Hessian's stencil, about 9
-trigger and 3 background passes per Hessian, about 20 pair passes per draw in all.
+Cost per draw: usually 2-3 Hessians (``1 + 2 d + 2 d (d - 1)`` = 51 evaluations each for the
+five log-parameters) and a step between each, up to 8 where the curvature changes along the way.
+A trigger pass is needed only where ``sigma_x`` or ``sigma_t`` changes: with the trigger cache
+holding every point of a Hessian's stencil, about 9 trigger and 3 background passes per Hessian.
+Measured: 120 evaluations and 25 pair passes per draw on 373 events of model 1 (exact float64
+engine), 165 and 36 on 2,600 events of model 2 (truncated float32, censored edge).
 """
 
 from __future__ import annotations
@@ -90,8 +92,8 @@ class CutSettings:
     draws: int = DEFAULT_CUT_DRAWS
     fd_drop: float = 2.0
     tol: float = 0.1
-    max_newton: int = 5
-    max_evals: int = 400
+    max_newton: int = 8
+    max_evals: int = 500
     max_sd: float = 2.0
 
     def __post_init__(self) -> None:
@@ -135,7 +137,9 @@ def conditional_laplace(
     log posterior falls about ``settings.fd_drop`` nats), then: if ``-H`` is not positive
     definite, the draw has no Gaussian reference; if the Newton decrement ``sqrt(g' (-H)^-1 g)``
     is below ``settings.tol`` the mode is the point plus its Newton step and the covariance
-    ``(-H)^-1``; else the step is taken and the next Hessian taken there. A step longer than
+    ``(-H)^-1``; else the step is taken and the next Hessian taken there. A step that points
+    back against the last one (an overshoot: the curvature changes along the way, and Newton
+    would swing about the mode) is halved. A step longer than
     one conditional sd is halved (up to 4 times) until the log posterior rises; a shorter one
     is taken as it is: the central differences over about 2 sds see the posterior's third
     derivative, so near a skewed mode the "mode" of the stencil's quadratic, which Newton finds,
@@ -167,6 +171,7 @@ def conditional_laplace(
     def failed(status: str, steps: int, dec: float = nan) -> tuple[Conditional, np.ndarray]:
         return Conditional(tuple(x.tolist()), None, status, steps, dec, f.n), h
 
+    last = None
     try:
         fx = f(x)
         if not math.isfinite(fx):
@@ -184,23 +189,34 @@ def conditional_laplace(
                 mode = tuple((x + step).tolist())
                 out = Conditional(mode, tuple(map(tuple, cov.tolist())), "ok", step_no, dec, f.n)
                 return out, h
-            if dec <= 1.0:  # within a conditional sd: the stencil's quadratic is trusted
-                x = x + step
-                fx = f(x)
-                if not math.isfinite(fx):
-                    return failed("log posterior not finite at a Newton step", step_no, dec)
-                continue
-            for _ in range(4):  # farther: halve until the log posterior rises
-                f1 = f(x + step)
-                if math.isfinite(f1) and f1 > fx:
-                    x, fx = x + step, f1
-                    break
-                step = step / 2.0
-            else:
-                return failed("Newton step did not raise the log posterior", step_no, dec)
+            if last is not None and float(step @ prec @ last) < 0:  # it swings back: halve
+                step = 0.5 * step
+            last = step
+            x, fx, problem = _step(f, x, fx, step, dec)
+            if problem:
+                return failed(problem, step_no, dec)
         return failed(f"Newton not converged in {settings.max_newton} steps", step_no, dec)
     except BudgetExceeded:
         return failed(f"Newton not converged in {settings.max_evals} evaluations", 0)
+
+
+def _step(
+    f: Counted, x: np.ndarray, fx: float, step: np.ndarray, dec: float
+) -> tuple[np.ndarray, float, str]:
+    """``(x + step, its value, "")``: within a conditional sd (``dec <= 1``) as it is, the
+    stencil's quadratic trusted; farther, halved until the log posterior rises (4 times at
+    most). The third item says why no step was taken ("" when one was)."""
+    if dec <= 1.0:
+        f1 = f(x + step)
+        if not math.isfinite(f1):
+            return x, fx, "log posterior not finite at a Newton step"
+        return x + step, f1, ""
+    for _ in range(4):
+        f1 = f(x + step)
+        if math.isfinite(f1) and f1 > fx:
+            return x + step, f1, ""
+        step = step / 2.0
+    return x, fx, "Newton step did not raise the log posterior"
 
 
 def _chains(draws: Draws) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:

@@ -378,6 +378,22 @@ def test_newton_refuses_a_saddle_and_a_budget_overrun():
     assert not cond.ok and "not converged" in cond.status
 
 
+def test_newton_settles_on_a_skewed_posterior():
+    """log tau ~ log-Gamma(1) (skewness -1.1): the curvature changes along the way, so the
+    steps are damped until they settle; the stencil's Gaussian sits near the mean (digamma(1))
+    rather than the mode (0), with an sd within 15% of the exact one (sqrt(trigamma(1)))."""
+
+    def f(th):
+        rest = th[[0, 2, 3, 4]]
+        return th[1] - math.exp(th[1]) - 0.5 * float(rest @ rest) - 0.15 * th[0] * th[1]
+
+    cond, _ = conditional_laplace(f, np.array([0.0, 1.0, 0, 0, 0]), np.ones(5), CutSettings())
+    assert cond.ok and cond.newton_steps > 2, cond
+    sd = math.sqrt(cond.cov[1][1])
+    assert abs(cond.mode[1] - special.digamma(1.0)) < 0.1 * sd
+    assert sd == pytest.approx(math.sqrt(special.polygamma(1, 1.0)), rel=0.15)
+
+
 def test_the_standard_errors_are_the_spread_of_their_estimates():
     """Over 400 replicates the jackknife se of the between and cut sds (K = 50) and the MCSE
     of an AR(1) chain's sd match the spread of the estimates within 15% (the se of an sd of

@@ -105,7 +105,7 @@ if TYPE_CHECKING:
     is_flag=True,
     help="Also check that the chains sample the cut posterior: independent location draws "
     "(the run's own sampler), the conditional mode and curvature of the log parameters on each "
-    "(about 100 evaluations, 20 pair passes per draw, on the run's engine and device), the cut "
+    "(100-250 evaluations, 20-60 pair passes per draw, on the run's engine and device), the cut "
     "sd against the chains' sd.",
 )
 @click.option(
