@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+from click.core import ParameterSource
 
 from ..errors import DeviceError, HawkesError, UsageError
 from ..vocab import DEFAULT_EDGE, EDGE_NONE, EDGES, STOP_CONVERGED, tolerance_problem
@@ -225,18 +226,61 @@ def _resolve_area(area: float | None, attrs: dict[str, Any], source: Path) -> fl
     "build kernels here) per device.",
 )
 @click.option(
+    "--bench",
+    is_flag=True,
+    help="Time the engine on one device (the automatic choice, or --device) at --n events: an "
+    "exact and a truncated pass with their kernel and host seconds, the cheap moves, and the "
+    "projected seconds per MCMC iteration of the shipped configs; the screen is saved to --out.",
+)
+@click.option(
     "--device",
     "only",
     default=None,
-    help="With --check: only this device (P:D, gpu, cpu or part of a name).",
+    help="With --check: only this device; with --bench: the device timed (P:D, gpu, cpu or "
+    "part of a name).",
+)
+@click.option(
+    "--n",
+    "n_events",
+    type=int,
+    default=None,
+    help="With --bench: events to time (default 1,000,000; e.g. 100000 for a quick look).",
+)
+@model_option(help="With --bench: the model timed (its shipped config is projected).")
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="With --bench: the text file the screen is saved to (default: "
+    "hawkes-node-<host>.txt in the current folder).",
 )
 @json_option()
-def devices_cmd(check: bool, only: str | None, as_json: bool) -> None:
+def devices_cmd(
+    check: bool,
+    bench: bool,
+    only: str | None,
+    n_events: int | None,
+    model: str,
+    out: Path | None,
+    as_json: bool,
+) -> None:
     """List OpenCL platforms and devices (with float64 support, and whether they can build
-    kernels here); --check tests each one. Also names a GPU this machine has that OpenCL does
-    not list, and how to make it visible."""
+    kernels here); --check tests each one, --bench times the engine on one. Also names a GPU
+    this machine has that OpenCL does not list, and how to make it visible."""
     from ..kernels import list_devices_checked, select_device, unlisted_gpus
 
+    if bench:
+        from ..nodebench import profiling
+
+        _bench_usage(n_events, out, as_json)
+        with profiling():  # before any queue opens: kernel seconds come from profiling events
+            _devices_bench(check, only, n_events, int(model), out)
+        return
+    ctx = click.get_current_context()
+    flags = {"n_events": "--n", "model": "--model", "out": "--out"}
+    given = [f for name, f in flags.items() if ctx.get_parameter_source(name) != SOURCE_DEFAULT]
+    if given:
+        raise UsageError(f"{', '.join(given)} only go with --bench")
     checked = list_devices_checked()
     found = [d for d, _ in checked]
     hints = unlisted_gpus(found)
@@ -245,9 +289,10 @@ def devices_cmd(check: bool, only: str | None, as_json: bool) -> None:
         raise HawkesError(f"no OpenCL device found; `pip install pocl-binary-distribution`{note}")
     if check:
         if only is not None:
-            _check_devices([(select_device(only)[0], True)], as_json)
+            reports = _check_devices([(select_device(only)[0], True)], as_json)
         else:
-            _check_devices([(d, False) for d in found], as_json)
+            reports = _check_devices([(d, False) for d in found], as_json)
+        _exit_for_checks(reports, as_json)
         return
     if as_json:
         listing = [
@@ -258,19 +303,27 @@ def devices_cmd(check: bool, only: str | None, as_json: bool) -> None:
         click.echo(json.dumps(listing, indent=2))
         _echo_gpu_hints(hints, err=True)
         return
-    click.echo(
+    _echo_device_table(checked, click.echo)
+    _echo_gpu_hints(hints, err=False)
+
+
+def _echo_device_table(checked: list[tuple[Any, str | None]], echo: Any) -> None:
+    """The ``devices`` table: one line per device, and why one cannot build kernels."""
+    echo(
         f"{'id':<6}{'kind':<6}{'fp64':<6}{'CUs':>5} {'memory':>9}  {'status':<13}device (platform)"
     )
     for d, problem in checked:
         kind = "sim" if d.simulator else d.kind
-        click.echo(
+        echo(
             f"{d.ident:<6}{kind:<6}{'yes' if d.float64 else 'no':<6}{d.compute_units:>5} "
             f"{d.global_mem_mb:>6} MB  {_device_status(d, problem):<13}{d.name} ({d.platform})"
         )
         if problem is not None:
-            click.echo(f"      {_skip_reason(problem)}")
-    _echo_gpu_hints(hints, err=False)
+            echo(f"      {_skip_reason(problem)}")
 
+
+#: Where an option's value came from when the user did not give it.
+SOURCE_DEFAULT = ParameterSource.DEFAULT
 
 #: ``devices`` status of a device: it builds kernels; it cannot (skipped by the automatic
 #: choice); a simulator (used only when named).
@@ -287,20 +340,26 @@ def _skip_reason(problem: str) -> str:
     return f"cannot build kernels here: {problem}; skipped by the automatic choice"
 
 
-def _echo_gpu_hints(hints: Any, err: bool) -> None:
-    """Each GPU OpenCL does not list, and how to make it visible (after the table)."""
+def _echo_gpu_hints(hints: Any, err: bool, echo: Any = None) -> None:
+    """Each GPU OpenCL does not list, and how to make it visible (after the table); through
+    ``echo`` (one line a call) when given, else ``click.echo``."""
+    emit = echo or (lambda line: click.echo(line, err=err))
     for h in hints:
-        click.echo(f"\nnote: {h.summary()}", err=err)
+        emit("")
+        emit(f"note: {h.summary()}")
         for line in h.advice():
-            click.echo(f"  {line}", err=err)
+            emit(f"  {line}")
 
 
-def _check_devices(found: list[tuple[Any, bool]], as_json: bool) -> None:
+def _check_devices(
+    found: list[tuple[Any, bool]], as_json: bool, echo: Any = click.echo
+) -> list[dict[str, Any]]:
     """``devices --check``: :func:`hawkes_cli.engine.selfcheck.check_device` on each device,
-    ``(device, named with --device)``.
+    ``(device, named with --device)``; returns one report per device (``status`` pass, fail
+    or skip) after printing them (``echo``; JSON after the last one).
 
     A device that cannot build kernels here is a SKIP (the automatic choice passes it over)
-    unless it was named, then a FAIL. Exit 1 when any device fails, or none passes.
+    unless it was named, then a FAIL.
     """
     from ..engine.selfcheck import check_device
     from ..kernels import device_problem
@@ -309,7 +368,7 @@ def _check_devices(found: list[tuple[Any, bool]], as_json: bool) -> None:
     for d, named in found:
         if not as_json:
             slow = " (a simulator: about a minute)" if d.simulator else ""
-            click.echo(f"{d.ident} {d.name} ({d.platform}){slow}")
+            echo(f"{d.ident} {d.name} ({d.platform}){slow}")
         problem = device_problem(d.ident)
         if problem is not None or not d.float64:
             skip = problem is not None and not named
@@ -321,7 +380,7 @@ def _check_devices(found: list[tuple[Any, bool]], as_json: bool) -> None:
                 why = "no float64 support (cl_khr_fp64), which every kernel needs"
             status = "skip" if skip else "fail"
             if not as_json:
-                click.echo(f"  {status.upper()}  {why}")
+                echo(f"  {status.upper()}  {why}")
             reports.append({"ident": d.ident, "name": d.name, "platform": d.platform,
                             "kind": d.kind, "status": status, "ok": False, "cases": [],
                             "problem": why})  # fmt: skip
@@ -336,16 +395,118 @@ def _check_devices(found: list[tuple[Any, bool]], as_json: bool) -> None:
             continue
         for c in rep.cases:
             worst = "" if c.ok else f" (worst {c.worst:.3g} of the exact value)"
-            click.echo(f"  {'ok  ' if c.ok else 'FAIL'}  {c.name:<27} {c.detail}{worst}")
+            echo(f"  {'ok  ' if c.ok else 'FAIL'}  {c.name:<27} {c.detail}{worst}")
         verdict = "PASS" if rep.ok else "FAIL: do not use this device (see above)"
-        click.echo(f"  {verdict}  ({len(rep.cases)} checks, {rep.seconds:.1f} s)")
+        echo(f"  {verdict}  ({len(rep.cases)} checks, {rep.seconds:.1f} s)")
     if as_json:
         click.echo(json.dumps(reports, indent=2))
+    return reports
+
+
+def _exit_for_checks(reports: list[dict[str, Any]], as_json: bool) -> None:
+    """Exit 1 when any device failed its check, or none passed."""
     statuses = [r["status"] for r in reports]
     if "fail" in statuses or "pass" not in statuses:
         if not as_json and "fail" not in statuses:
             click.echo("no device passed: none here can build kernels", err=True)
         raise SystemExit(1)
+
+
+def _bench_usage(n_events: int | None, out: Path | None, as_json: bool) -> None:
+    """Raise :class:`UsageError` for ``--bench`` options that cannot work, before any
+    timing."""
+    from ..nodebench import MIN_EVENTS, out_problem
+
+    if as_json:
+        raise UsageError("--bench prints a screen and saves it as text (--out); --json goes with "
+                         "the device list and --check alone")  # fmt: skip
+    if n_events is not None and n_events < MIN_EVENTS:
+        raise UsageError(f"--n must be at least {MIN_EVENTS:,} events, got {n_events}")
+    problem = out_problem(out or _default_bench_out())
+    if problem is not None:
+        raise UsageError(problem)
+
+
+def _default_bench_out() -> Path:
+    """``hawkes-node-<host>.txt`` in the current folder."""
+    import socket
+
+    return Path(f"hawkes-node-{socket.gethostname().split('.')[0] or 'host'}.txt")
+
+
+class _Screen:
+    """Lines echoed to the terminal and kept for the saved file."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def echo(self, line: str = "") -> None:
+        click.echo(line)
+        self.lines.append(line)
+
+    def save(self, path: Path) -> None:
+        from ..atomic import room_hint, write_text
+
+        try:
+            write_text(path, "\n".join(self.lines) + "\n")
+        except OSError as exc:
+            raise HawkesError(f"{path}: cannot write the bench's screen: "
+                              f"{exc.strerror or exc}{room_hint(exc)}") from None  # fmt: skip
+
+
+def _devices_bench(
+    check: bool, only: str | None, n_events: int | None, model: int, out: Path | None
+) -> None:
+    """``devices [--check] --bench``: the device table, the checks, then
+    :func:`hawkes_cli.nodebench.run_bench` on the chosen device, on one screen saved to
+    ``out``. Exit 1 when a device failed its check (the bench skips a chosen device that did).
+    """
+    import time as _time
+
+    from .. import __version__
+    from ..kernels import list_devices_checked, select_device, unlisted_gpus
+    from ..nodebench import DEFAULT_EVENTS, render, run_bench
+
+    out = out or _default_bench_out()
+    screen = _Screen()
+    stamp = _time.strftime("%Y-%m-%d %H:%M UTC", _time.gmtime())
+    screen.echo(f"hawkes-run devices{' --check' if check else ''} --bench (hawkes {__version__}, "
+                f"{stamp})")  # fmt: skip
+    reports: list[dict[str, Any]] = []
+    try:
+        checked = list_devices_checked()
+        found = [d for d, _ in checked]
+        hints = unlisted_gpus(found)
+        if not found:
+            note = "".join(f"; {h.summary()}" for h in hints)
+            raise HawkesError(f"no OpenCL device found; `pip install pocl-binary-distribution`"
+                              f"{note}")  # fmt: skip
+        _echo_device_table(checked, screen.echo)
+        _echo_gpu_hints(hints, err=False, echo=screen.echo)
+        if check:
+            screen.echo("")
+            named = only is not None
+            targets = [(select_device(only)[0], True)] if named else [(d, False) for d in found]
+            reports = _check_devices(targets, False, screen.echo)
+        chosen = select_device(only)[0]  # GPUs given and none listed: exit 9, after the table
+        verdict = {r["ident"]: r["status"] for r in reports}.get(chosen.ident)
+        screen.echo("")
+        if verdict not in (None, "pass"):
+            screen.echo(f"bench: not run: {chosen.ident} {chosen.name} did not pass its check")
+        else:
+            n = DEFAULT_EVENTS if n_events is None else n_events
+            report = run_bench(n, model=model, device=only,
+                               note=lambda s: click.echo(f"  ... {s}", err=True))  # fmt: skip
+            for line in render(report):
+                screen.echo(line)
+    except HawkesError as exc:
+        screen.lines.append(f"error: {exc}")
+        screen.save(out)
+        raise
+    screen.save(out)
+    click.echo(f"(saved to {out})", err=True)
+    if reports:
+        _exit_for_checks(reports, as_json=False)
 
 
 @run.command("validate")
