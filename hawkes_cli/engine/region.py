@@ -75,10 +75,18 @@ FIELD_KAPPA = 4
 #: need more take the exact path (their cost there falls with the square of the lengthscale).
 #: The lower 48 states need 11 million at 0.046 degrees.
 MAX_FIELD_CELLS = 30_000_000
-#: Side of a raster tile, in lengthscales (events in one tile share a raster).
-TILE_LENGTHSCALES = 512
-#: Raster cells kept (three float32 layers each: 12 bytes a cell).
-FIELD_CACHE_CELLS = 60_000_000
+#: Side of a raster tile, in lengthscales (events in one tile share a raster). 64, not 512: a
+#: lattice level of model 2 holds the counties of one density band, scattered over the country,
+#: whose tiles of 512 lengthscales made rasters of half the country per level (1M events, county
+#: densities: 100 s per location redraw against 1.5 s; model 1's redraws 2.3 s against 0.95).
+TILE_LENGTHSCALES = 64
+#: Raster cells kept (three float32 layers each: 12 bytes a cell, 1.8 GB at most). Model 2 at
+#: 1M events with real county densities keeps 90 million for its two lattice levels; with 60
+#: million it rebuilt rasters at every redraw (25-50 s each instead of 1.5 s).
+FIELD_CACHE_CELLS = 150_000_000
+#: A new raster reaches this share of its tile's side beyond its events' box (within the tile):
+#: after a location redraw most events stay inside the rasters already built.
+FIELD_SLACK = 0.125
 #: Seconds per raster cell built and per (event, segment) candidate of the exact path, measured
 #: on one core of an AMD EPYC (Zen 5); only their ratio matters: a level's rasters are built
 #: when that costs less than RASTER_REUSE exact evaluations of its events (a chain reuses a
@@ -198,6 +206,8 @@ class BoundaryRegion:
     label: str = "polygons"
     _indexes: dict[int, _SegmentIndex] = field(default_factory=dict, init=False, repr=False)
     _fields: dict[tuple[int, ...], _Field] = field(default_factory=dict, init=False, repr=False)
+    # cells of the kept rasters (a one-element list: the caches are mutable, the region not)
+    _kept_cells: list[int] = field(default_factory=lambda: [0], init=False, repr=False)
 
     def __post_init__(self) -> None:
         p = np.ascontiguousarray(self.start, dtype=np.float64)
@@ -340,9 +350,16 @@ class BoundaryRegion:
                 continue
             for key, part, box in zip(keys, parts, boxes, strict=True):
                 tag = (int(k), int(key[0]), int(key[1]))
-                m = self._field(int(k), tag, box).read(x[part], y[part])
+                # a raster may grow to the tile (and its margin), never beyond
+                limit = (
+                    key[0] * tile - margin,
+                    (key[0] + 1) * tile + margin,
+                    key[1] * tile - margin,
+                    (key[1] + 1) * tile + margin,
+                )
+                m = self._field(int(k), tag, box, limit).read(x[part], y[part])
                 if np.any(frac[part] > 0):
-                    hi = self._field(int(k) + 1, tag, box).read(x[part], y[part])
+                    hi = self._field(int(k) + 1, tag, box, limit).read(x[part], y[part])
                     m = (1.0 - frac[part]) * m + frac[part] * hi
                 m = np.clip(m, 0.0, 1.0)
                 out[part] = m
@@ -372,12 +389,22 @@ class BoundaryRegion:
         return 2.0 * cells * COST_CELL < RASTER_REUSE * candidates * COST_CANDIDATE
 
     def _field(
-        self, k: int, tile: tuple[int, int, int], box: tuple[float, float, float, float]
+        self,
+        k: int,
+        tile: tuple[int, int, int],
+        box: tuple[float, float, float, float],
+        limit: tuple[float, float, float, float],
     ) -> _Field:
         """The raster of lattice level ``k`` for ``tile`` covering ``box`` (cached; the least
-        recently used go once the kept rasters exceed ``FIELD_CACHE_CELLS``)."""
+        recently used go once the kept rasters exceed ``FIELD_CACHE_CELLS``). A new raster
+        covers ``box`` widened by ``FIELD_SLACK`` of the tile's side (within ``limit``, the
+        tile and its margin), and one that no longer covers its events grows to the union of
+        both boxes, widened alike: events redrawn in their counties then mostly stay inside
+        the rasters already built."""
         key = (k, *tile)
         got = self._fields.pop(key, None)
+        if got is not None:
+            self._kept_cells[0] -= got.values[0].size
         if got is None or not got.covers(box):
             if got is not None:  # grow it to the union of both boxes
                 box = (
@@ -386,12 +413,18 @@ class BoundaryRegion:
                     min(box[2], got.box[2]),
                     max(box[3], got.box[3]),
                 )
+            pad = FIELD_SLACK * (limit[1] - limit[0])
+            box = (
+                max(box[0] - pad, limit[0]),
+                min(box[1] + pad, limit[1]),
+                max(box[2] - pad, limit[2]),
+                min(box[3] + pad, limit[3]),
+            )
             got = _Field.build(self.start, self.end, 2.0 ** (k / LATTICE_STEPS), box)
         self._fields[key] = got  # most recently used last
-        while len(self._fields) > 2 and (
-            sum(f.values[0].size for f in self._fields.values()) > FIELD_CACHE_CELLS
-        ):
-            del self._fields[next(iter(self._fields))]
+        self._kept_cells[0] += got.values[0].size
+        while len(self._fields) > 2 and self._kept_cells[0] > FIELD_CACHE_CELLS:
+            self._kept_cells[0] -= self._fields.pop(next(iter(self._fields))).values[0].size
         return got
 
     def _exact_mass(self, x: np.ndarray, y: np.ndarray, s: np.ndarray) -> np.ndarray:
