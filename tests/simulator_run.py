@@ -25,9 +25,9 @@ from hawkes_cli.engine.selfcheck import (
     CHECK_KAPPA,
     CHECK_PARAMS,
     CHECK_ROUNDING,
-    _relative_excess,
-    _truncated_excess,
     check_events,
+    relative_excess,
+    truncated_excess,
 )
 from hawkes_cli.engine.truncated import TruncatedBackend
 
@@ -83,12 +83,12 @@ def run(
         if engine == "exact":
             e = be.trigger(p.sigma_x, p.sigma_t)
             b = be.background(p.tau_t)
-            run_out["worst"] = max(_relative_excess(e, e0, r), _relative_excess(b, b0, r))
+            run_out["worst"] = max(relative_excess(e, e0, r), relative_excess(b, b0, r))
             run_out["b"] = b.tolist()
         else:
             e, omega = be.trigger_bounded(p.sigma_x, p.sigma_t)
             di = be._build_index(p.sigma_x)
-            run_out["worst"] = _truncated_excess(e, omega, e0, r)
+            run_out["worst"] = truncated_excess(e, omega, e0, r)
             run_out["check_failure"] = be.check_failure
             run_out["omega"] = omega.tolist()
             run_out["expanded_sources"] = int(t.size - di.index.expanded[1])

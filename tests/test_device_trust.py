@@ -23,10 +23,10 @@ from hawkes_cli.engine.selfcheck import (
     CHECK_AREA,
     CHECK_KAPPA,
     CHECK_PARAMS,
-    _relative_excess,
-    _truncated_excess,
     check_device,
     check_events,
+    relative_excess,
+    truncated_excess,
 )
 from hawkes_cli.engine.truncated import TruncatedBackend
 from hawkes_cli.errors import DeviceError
@@ -92,12 +92,12 @@ def test_a_device_that_omits_terms_without_bounding_them_is_a_hard_error(precisi
 
 def test_the_check_catches_a_wrong_row_and_only_a_wrong_one():
     e0 = np.array([1.0, 2.0, 3.0, 1e-45])
-    assert _truncated_excess(e0 * (1 - 1e-6), e0 * 1e-5, e0, 1e-4) == 0.0
-    assert _truncated_excess(e0 * 0.5, e0 * 0.1, e0, 1e-4) > 0.3  # omitted beyond the bound
-    assert _truncated_excess(e0 * 1.5, e0, e0, 1e-4) > 0.4  # above the whole sum
-    assert math.isinf(_truncated_excess(np.r_[e0[:3], np.nan], e0, e0, 1e-4))
-    assert _relative_excess(e0, e0 * (1 + 1e-5), 1e-4) == 0.0
-    assert _relative_excess(e0 * 2, e0, 1e-4) > 0.9
+    assert truncated_excess(e0 * (1 - 1e-6), e0 * 1e-5, e0, 1e-4) == 0.0
+    assert truncated_excess(e0 * 0.5, e0 * 0.1, e0, 1e-4) > 0.3  # omitted beyond the bound
+    assert truncated_excess(e0 * 1.5, e0, e0, 1e-4) > 0.4  # above the whole sum
+    assert math.isinf(truncated_excess(np.r_[e0[:3], np.nan], e0, e0, 1e-4))
+    assert relative_excess(e0, e0 * (1 + 1e-5), 1e-4) == 0.0
+    assert relative_excess(e0 * 2, e0, 1e-4) > 0.9
 
 
 # --------------------------------------------------------------------------- device shape

@@ -132,7 +132,8 @@ def _block_sum(make_backend, t, parts):
     rows_seen = 0
     for rows in blocks:
         lik = Likelihood(make_backend(rows), t)
-        part, B, E = lik.local_loglik(PARAMS)
+        ev = lik.evaluate(PARAMS)  # one rank (SerialComm): its own rows' share
+        part, B, E = ev.loglik, ev.B, ev.E
         assert B.shape == E.shape == (rows[1] - rows[0],)
         rows_seen += B.size
         total += part
@@ -186,7 +187,7 @@ def test_opencl_empty_and_single_row_blocks():
         backend = build_backend(
             "opencl", t, x, y, d, model=1, area=100.0, precision="float64", rows=rows
         )
-        total += Likelihood(backend, t).local_loglik(PARAMS)[0]
+        total += Likelihood(backend, t).evaluate(PARAMS).loglik
     assert total == pytest.approx(full, rel=1e-12)
 
 

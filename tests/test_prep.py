@@ -33,7 +33,7 @@ def have(*modules: str) -> bool:
     return all(importlib.util.find_spec(m) is not None for m in modules)
 
 
-ENGINES = ["csv", pytest.param("pyarrow", marks=pytest.mark.skipif(
+READERS = ["csv", pytest.param("pyarrow", marks=pytest.mark.skipif(
     not have("pyarrow"), reason="pyarrow not installed"))]  # fmt: skip
 POLYGONS = pytest.mark.skipif(
     not have("pyogrio", "_plotly_geo"), reason="needs pyogrio and plotly-geo"
@@ -160,7 +160,7 @@ def test_parse_counts():
 # ------------------------------------------------------------------ counts by hand
 
 
-@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("engine", READERS)
 def test_tricky_rows_hand_counted(tmp_path, engine):
     rows = [r for r, _, _ in TRICKY]
     result, ev = run(tmp_path, rows, engine=engine)
@@ -377,7 +377,7 @@ def test_error_messages(tmp_path):
     assert not (tmp_path / "o.h5").exists()
 
 
-@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("engine", READERS)
 def test_damaged_row_is_an_error_and_nothing_is_written(tmp_path, engine):
     src = write_hhs(tmp_path / "f.csv", [row("A", "2021/01/08", "01001", "5")] * 3)
     lines = src.read_text().splitlines(keepends=True)

@@ -450,11 +450,6 @@ class Likelihood:
         self._b_cache.clear()
         self._e_cache.clear()
 
-    def local_loglik(self, p: Params) -> tuple[float, np.ndarray, np.ndarray]:
-        """This rank's share of the log-likelihood and its B, E (no communication)."""
-        part, B, E, *_ = self._local(p)
-        return part, B, E
-
     def _local(self, p: Params) -> tuple[float, np.ndarray, np.ndarray, float, float, float]:
         why = out_of_range(p)
         if why is not None:

@@ -98,7 +98,7 @@ class DeviceReport:
         return bool(self.cases) and all(c.ok for c in self.cases)
 
 
-def _relative_excess(got: np.ndarray, want: np.ndarray, rounding: float) -> float:
+def relative_excess(got: np.ndarray, want: np.ndarray, rounding: float) -> float:
     """Largest ``|got - want| - rounding |want|`` relative to ``|want|`` (0 if none); inf for
     non-finite values."""
     if not (np.all(np.isfinite(got)) and np.all(np.isfinite(want))):
@@ -107,7 +107,7 @@ def _relative_excess(got: np.ndarray, want: np.ndarray, rounding: float) -> floa
     return float(max(0.0, np.max(excess / np.maximum(np.abs(want), _TINY), initial=0.0)))
 
 
-def _truncated_excess(e: np.ndarray, omega: np.ndarray, e0: np.ndarray, rounding: float) -> float:
+def truncated_excess(e: np.ndarray, omega: np.ndarray, e0: np.ndarray, rounding: float) -> float:
     """Largest violation of ``e0 - omega - r e0 <= e <= e0 (1 + r)`` relative to ``e0``."""
     if not (np.all(np.isfinite(e)) and np.all(np.isfinite(omega)) and np.all(omega >= 0)):
         return float("inf")
@@ -159,14 +159,14 @@ def check_device(spec: str, n: int = CHECK_EVENTS) -> DeviceReport:
                     if engine == "exact":
                         be = OpenCLBackend(events, **common)
                         worst = max(
-                            _relative_excess(be.trigger(p.sigma_x, p.sigma_t), e0, r),
-                            _relative_excess(be.background(p.tau_t), b0, r),
+                            relative_excess(be.trigger(p.sigma_x, p.sigma_t), e0, r),
+                            relative_excess(be.background(p.tau_t), b0, r),
                         )
                         detail = "B and E of every row"
                     else:
                         tr = TruncatedBackend(events, kappa=CHECK_KAPPA, **common)
                         e, omega = tr.trigger_bounded(p.sigma_x, p.sigma_t)
-                        worst = _truncated_excess(e, omega, e0, r)
+                        worst = truncated_excess(e, omega, e0, r)
                         detail = f"E~ within its bound ({tr.trigger_path})"
                         if tr.check_failure:
                             worst, detail = float("inf"), tr.check_failure

@@ -61,7 +61,7 @@ from .columns import (
     match_columns,
     normalise_column,
 )
-from .options import ENGINES, LOCATIONS, HHSOptions, count_columns_for
+from .options import CSV_READERS, LOCATIONS, HHSOptions, count_columns_for
 from .output import read_dropped, write_cases
 from .parse import DATE_FORMATS, SUPPRESSED_MARKER, parse_counts, parse_date, parse_days
 from .pipeline import PrepResult, prepare_hhs
@@ -70,8 +70,8 @@ from .read import FacilityColumns, read_facility_columns, read_header
 
 __all__ = [
     "COUNT_SETS",
+    "CSV_READERS",
     "DATE_FORMATS",
-    "ENGINES",
     "HHS_COLUMNS",
     "ID_COLUMNS",
     "LOCATIONS",

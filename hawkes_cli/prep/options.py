@@ -12,9 +12,6 @@ from ..errors import UsageError
 from ..vocab import CSV_READERS, LOCATIONS
 from .columns import COUNT_SETS, normalise_column
 
-#: CSV readers (see :data:`hawkes_cli.vocab.CSV_READERS`).
-ENGINES = CSV_READERS
-
 
 @dataclass(frozen=True)
 class HHSOptions:
@@ -82,8 +79,8 @@ class HHSOptions:
         region_states(self.region)
         if self.locations not in LOCATIONS:
             raise UsageError(f"locations must be one of {', '.join(LOCATIONS)}")
-        if self.engine not in ENGINES:
-            raise UsageError(f"engine must be one of {', '.join(ENGINES)}")
+        if self.engine not in CSV_READERS:
+            raise UsageError(f"engine must be one of {', '.join(CSV_READERS)}")
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready copy (dates as ISO text)."""
