@@ -100,6 +100,31 @@ def _h5_fips(path: Path, values: np.ndarray, where: Locator) -> np.ndarray:
     return normalise_fips(path, texts, where)
 
 
+def load_hdf5_attrs(path: Path) -> dict[str, Any]:
+    """The metadata of an HDF5 events file (the attributes of its ``/events`` group, decoded as
+    :func:`load_hdf5` decodes them), without reading its datasets: cheap at any size.
+
+    Raises
+    ------
+    EventsError
+        Not an HDF5 file, no ``/events`` group, or unreadable metadata.
+    """
+    import h5py  # here, not at the top: importing the package stays cheap
+
+    if not h5py.is_hdf5(str(path)):
+        raise EventsError(f"{path}: not an HDF5 file although its suffix says so")
+    try:
+        with h5py.File(path, "r") as f:
+            group = f.get(HDF5_GROUP)
+            if not isinstance(group, h5py.Group):
+                raise EventsError(f"{path}: no group /{HDF5_GROUP}")
+            return {str(k): _decode_attr(v) for k, v in group.attrs.items()}
+    except EventsError:
+        raise
+    except (OSError, KeyError, RuntimeError, ValueError) as exc:
+        raise EventsError(f"{path}: cannot read the HDF5 file's metadata ({exc})") from None
+
+
 def load_hdf5(path: Path, need_density: bool) -> EventData:
     """Read and validate an HDF5 events file (see :func:`~hawkes_cli.data.load_events`)."""
     import h5py  # here, not at the top: importing the package stays cheap

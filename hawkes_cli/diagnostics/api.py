@@ -205,7 +205,7 @@ def diagnose(run_dir: Path, options: DiagnoseOptions | None = None) -> Report:
         counties=draws.counties,
         verdicts=verdicts.sort_verdicts(found),
         draws=draws,
-        truth=check_truth(info.events.attrs if info.events is not None else {}, params),
+        truth=check_truth(info.attrs, params),
     )
     log.info(
         "diagnosed %s: %d chains, %d draws each in common, status %s",

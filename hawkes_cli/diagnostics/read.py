@@ -11,7 +11,7 @@ import hashlib
 import logging
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -342,7 +342,11 @@ class EventsInfo:
     path
         The events file (``--events``, else the config's ``data.events``), or None.
     events
-        The events, when they were needed (``--county``) or cheap to read (HDF5), else None.
+        The events, when they were needed (``--county``, or the systematic verdicts on an
+        HDF5 file), else None.
+    attrs
+        The events file's metadata (an HDF5 file's ``/events`` attributes; read without its
+        datasets when ``events`` is not needed), empty when unknown.
     time_unit
         The data's time unit (``"day"`` unless the events file says otherwise).
     assumed
@@ -356,11 +360,12 @@ class EventsInfo:
     time_unit: str
     assumed: str | None
     config: Any = None
+    attrs: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def crs(self) -> str:
         """The events' coordinate reference system (``""`` when unknown)."""
-        return str(self.events.attrs.get("crs", "")) if self.events is not None else ""
+        return str(self.attrs.get("crs", ""))
 
 
 def _run_config(chains: Sequence[ChainRead], run_dir: Path) -> tuple[Any, str | None]:
@@ -388,36 +393,44 @@ def _events_path(options: DiagnoseOptions, config: Any) -> Path | None:
 
 def _read_events(
     path: Path | None, options: DiagnoseOptions, model: int, config_problem: str | None
-) -> tuple[EventData | None, str | None]:
-    """The events when ``--county`` needs them or the file is HDF5, or why they are missing."""
-    need = bool(options.counties) or (
-        path is not None and path.suffix.lower() in _HDF5_SUFFIXES and path.exists()
-    )
-    if not need:
-        return None, None
+) -> tuple[EventData | None, Mapping[str, Any] | None, str | None]:
+    """The events when ``--county`` or the systematic verdicts need them, else an HDF5 file's
+    metadata alone (the time unit, the crs, a simulation's truth: the convergence check of
+    running chains reads no event arrays); or why they are missing."""
+    hdf5 = path is not None and path.suffix.lower() in _HDF5_SUFFIXES and path.exists()
+    if not (options.counties or hdf5):
+        return None, None, None
     if path is None:
         raise UsageError(
             f"--county needs the events file, but the config in the chain files cannot be "
             f"read ({config_problem}); pass the events file explicitly"
         )
+    if not (options.counties or options.systematic):
+        from ..data.hdf5_file import load_hdf5_attrs
+
+        try:
+            return None, load_hdf5_attrs(path), None
+        except EventsError as exc:
+            return None, None, f"cannot read {path} ({exc})"
     from ..data import load_events
 
     try:
-        return load_events(path, need_density=model == 2 and bool(options.counties)), None
+        events = load_events(path, need_density=model == 2 and bool(options.counties))
     except EventsError as exc:
         if options.counties:
             raise
-        return None, f"cannot read {path} ({exc})"
+        return None, None, f"cannot read {path} ({exc})"
+    return events, events.attrs, None
 
 
 def _time_unit(
-    events_path: Path | None, events: EventData | None, problem: str | None
+    events_path: Path | None, attrs: Mapping[str, Any] | None, problem: str | None
 ) -> tuple[str, str | None]:
     """The data's time unit and, when it was assumed, why."""
     if problem is not None:
         return "day", problem
-    if events is not None:
-        unit = events.attrs.get("time_unit")
+    if attrs is not None:
+        unit = attrs.get("time_unit")
         if unit:
             return str(unit), None
         return "day", f"{events_path} has no time_unit attribute"
@@ -442,8 +455,15 @@ def read_events_info(
     """
     config, config_problem = _run_config(chains, run_dir)
     path = _events_path(options, config)
-    events, events_problem = _read_events(path, options, model, config_problem)
-    time_unit, assumed = _time_unit(path, events, events_problem)
+    events, attrs, events_problem = _read_events(path, options, model, config_problem)
+    time_unit, assumed = _time_unit(path, attrs, events_problem)
     if config_problem and not options.counties:
         log.info("config in the chain files not readable: %s", config_problem)
-    return EventsInfo(path=path, events=events, time_unit=time_unit, assumed=assumed, config=config)
+    return EventsInfo(
+        path=path,
+        events=events,
+        time_unit=time_unit,
+        assumed=assumed,
+        config=config,
+        attrs=dict(attrs or {}),
+    )
