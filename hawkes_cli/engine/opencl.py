@@ -22,6 +22,38 @@ log = logging.getLogger(__name__)
 LOG2E = 1.0 / math.log(2.0)
 #: Most distinct times whose background a float32 backend sums in float64 on the host.
 HOST_BACKGROUND = 2048
+#: Fewest events per distinct time for which a float32 backend sums the background of times
+#: off the whole-day grid on the host (the U x U terms; whole days always go to the host).
+HOST_REPEATS = 8
+#: Rows of the U x U terms evaluated at once by :func:`distinct_time_sums` (a block of
+#: 128 x 2048 float64 is 2 MiB: it stays in cache through the exponent and the product).
+HOST_BLOCK = 128
+
+
+def on_day_grid(tu: np.ndarray) -> bool:
+    """Whether the sorted distinct times ``tu`` are whole days apart and span at most
+    :data:`HOST_BACKGROUND` days (the convolution of :func:`distinct_time_sums`)."""
+    k = tu - tu[0] if tu.size else tu
+    span = float(k[-1]) if k.size else 0.0
+    return span <= HOST_BACKGROUND and bool(np.all(k == np.round(k)))
+
+
+def host_background(n_events: int, tu: np.ndarray) -> bool:
+    """Whether a float32 backend sums the background over the distinct times ``tu`` in
+    float64 on the host (:func:`distinct_time_sums`) rather than on the device.
+
+    Only where float32 would round alike in every row: at most :data:`HOST_BACKGROUND`
+    distinct times, and either on the whole-day grid (every row repeats the same gaps, and
+    one convolution costs next to nothing) or at least :data:`HOST_REPEATS` events per
+    distinct time (each distinct time's rounding shared by that many events; the U^2 terms
+    then cost at most 1/64 of the N^2 trigger pairs). Every time distinct (U = N) off the
+    grid has no repeated gaps and goes to the device like any larger N: summing its U^2
+    terms on the host cost 5x the whole iteration at 1,977 events.
+    """
+    nu = int(tu.size)
+    if nu > HOST_BACKGROUND:
+        return False
+    return on_day_grid(tu) or n_events >= HOST_REPEATS * nu
 
 
 def distinct_time_sums(
@@ -32,13 +64,14 @@ def distinct_time_sums(
 
     Whole days spanning at most :data:`HOST_BACKGROUND` days: one direct convolution of the
     counts on the day grid with the kernel at every gap (own gap 0 left out, so the own time
-    is skipped exactly); otherwise the U x U terms.
+    is skipped exactly); otherwise the U x U terms, :data:`HOST_BLOCK` rows at a time in
+    place (a third of the time of the whole matrix at once). Deterministic: the same
+    operations in the same order on every call.
     """
     c = counts.astype(np.float64)
-    k = tu - tu[0]
-    span = float(k[-1]) if k.size else 0.0
-    if span <= HOST_BACKGROUND and np.all(k == np.round(k)):
-        n = int(span)
+    if on_day_grid(tu):
+        k = tu - tu[0]
+        n = int(k[-1]) if k.size else 0
         dense = np.zeros(n + 1)
         dense[k.astype(np.int64)] = c
         gap = np.arange(-n, n + 1, dtype=np.float64)
@@ -46,10 +79,20 @@ def distinct_time_sums(
         g[n] = 0.0  # the own distinct time: the tie rule
         full = np.convolve(dense, g)  # full[i + n] = sum_j dense[j] g(i - j)
         return full[k[u0:u1].astype(np.int64) + n]
-    dt = tu[u0:u1, None] - tu[None, :]
-    phi = np.exp(-0.5 * (dt / tau_t) ** 2)
-    phi[dt == 0.0] = 0.0  # the own distinct time: the tie rule
-    return phi @ c
+    out = np.empty(u1 - u0)
+    scale = -0.5 / (tau_t * tau_t)
+    work = np.empty((min(HOST_BLOCK, max(u1 - u0, 0)), tu.size))
+    for i in range(u0, u1, HOST_BLOCK):
+        j = min(i + HOST_BLOCK, u1)
+        blk = work[: j - i]
+        np.subtract(tu[i:j, None], tu[None, :], out=blk)
+        own = blk == 0.0  # the own distinct time: the tie rule
+        np.square(blk, out=blk)
+        blk *= scale
+        np.exp(blk, out=blk)
+        blk[own] = 0.0
+        out[i - u0 : j - u0] = blk @ c
+    return out
 
 
 class OpenCLBackend:
@@ -117,9 +160,11 @@ class OpenCLBackend:
         self.background_mode = background
         # few distinct times in float32: the exponents repeat with every row, and so would
         # their roundings (about 2e-7 of B alike, 0.05 nats of log-likelihood differences
-        # in tau_t at 10^6 events): sum them in float64 on the host (O(U^2), U <= 2048)
+        # in tau_t at 10^6 events): sum them in float64 on the host (host_background)
         self._host_background = (
-            events.precision == "float32" and background != "pairs" and self._nu <= HOST_BACKGROUND
+            events.precision == "float32"
+            and background != "pairs"
+            and host_background(n, ts.unique)
         )
         if background == "pairs":  # every row over every event, ties skipped by index
             self._buf_hi = events.upload((ts.lo + ts.counts[ts.inverse]).astype(np.int32))
