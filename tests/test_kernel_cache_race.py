@@ -1,0 +1,102 @@
+"""Several processes compiling the kernels at once on an empty kernel cache (issue 41.4: four
+chains started together): every one must succeed and compute with the right binary."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.opencl
+
+#: Processes started together.
+N_PROCS = 8
+
+#: Each process: the tiny data set below, the log-likelihood by the OpenCL engine in float64
+#: and in float32, exact, and by the default (truncated, float32) engine a chain runs: three
+#: programs built, all through the empty cache; printed as JSON.
+DATA = """
+import numpy as np
+from hawkes_cli.data import EventData
+from hawkes_cli.model import Params
+rng = np.random.default_rng(17)
+n = 300
+t = np.sort(rng.uniform(0.0, 100.0, n))
+x, y = rng.uniform(0.0, 3.0, n), rng.uniform(0.0, 2.0, n)
+d = np.exp(rng.uniform(-3.0, 10.0, n))
+data = EventData(t, x, y, d)
+p = Params(mu0=0.4, tau_t=20.0, xi0=0.6, sigma_x=0.08, sigma_t=6.0)
+"""
+COMPUTE = """
+import json
+from hawkes_cli.engine import make_likelihood
+out = {}
+for precision in ("float64", "float32"):
+    for model in (1, 2):
+        lik = make_likelihood(data, model=model, area=6.0, engine="opencl", precision=precision)
+        out[f"{precision}/{model}"] = lik.loglik(p)
+for model in (1, 2):
+    lik = make_likelihood(data, model=model, area=6.0, engine="opencl", tolerance=0.05)
+    out[f"default/{model}"] = lik.loglik(p)
+print(json.dumps(out))
+"""
+SCRIPT = DATA + COMPUTE
+
+
+def _reference() -> dict[str, float]:
+    """The float64 reference engine's log-likelihoods on the same data (this process)."""
+    from hawkes_cli.engine import make_likelihood
+
+    ns: dict = {}
+    exec(DATA, ns)
+    return {
+        m: make_likelihood(ns["data"], model=m, area=6.0, engine="reference").loglik(ns["p"])
+        for m in (1, 2)
+    }
+
+
+def test_eight_processes_build_on_an_empty_cache_at_once(tmp_path):
+    """8 processes started together, each building the float64, float32 and truncated
+    programs with
+    PoCL's kernel cache and pyopencl's (under XDG_CACHE_HOME) both empty and shared: all 8
+    exit 0 with the same log-likelihoods, equal to the reference engine's (float64 to 1e-9
+    relative, float32 to 1e-4: a binary built for the other precision, or a truncated one,
+    would miss the first)."""
+    env = dict(
+        os.environ,
+        POCL_CACHE_DIR=str(tmp_path / "pocl"),
+        XDG_CACHE_HOME=str(tmp_path / "xdg"),
+        PYOPENCL_CACHE_DIR=str(tmp_path / "pyopencl"),
+    )
+    env.pop("PYOPENCL_NO_CACHE", None)
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", SCRIPT],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(N_PROCS)
+    ]
+    results = []
+    for proc in procs:
+        try:
+            out, err = proc.communicate(timeout=240)
+        except subprocess.TimeoutExpired:
+            for other in procs:
+                other.kill()
+            raise
+        assert proc.returncode == 0, err
+        results.append(json.loads(out.strip().splitlines()[-1]))
+    assert all(r == results[0] for r in results), results
+    ref = _reference()
+    for m in (1, 2):
+        np.testing.assert_allclose(results[0][f"float64/{m}"], ref[m], rtol=1e-9)
+        np.testing.assert_allclose(results[0][f"float32/{m}"], ref[m], rtol=0, atol=1e-4)
+        np.testing.assert_allclose(results[0][f"default/{m}"], ref[m], rtol=0, atol=0.05)
+    assert any((tmp_path / "pocl").rglob("*")), "PoCL's cache stayed empty: nothing was built"
