@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from ..config import EngineConfig
 from ..data import EventData
 from ..errors import UsageError
-from ..parallel import Comm, SerialComm, local_rank, partition_rows
+from ..parallel import Comm, SerialComm, device_slot, partition_rows
 from ..vocab import (
     BACKGROUNDS,
     DEFAULT_BACKGROUND,
@@ -75,7 +75,7 @@ def build_likelihood(
     (:meth:`TimeStructure.row_cost`); this rank evaluates its block and the partial sums are
     reduced in float64. The tie structure of the times is built once here and the OpenCL
     device chosen once (for this rank: :meth:`.device.Device.select` with the rank's slot on
-    its node, :func:`hawkes_cli.parallel.local_rank`), then handed to the backend and the
+    its node, :func:`hawkes_cli.parallel.device_slot`), then handed to the backend and the
     likelihood.
 
     Parameters
@@ -289,7 +289,7 @@ def _pair_backend(
     from .device import Device, DeviceEvents
 
     events = DeviceEvents(
-        Device.select(settings.device, local_rank(comm)),
+        Device.select(settings.device, device_slot(comm, settings.device)),
         data.time,
         data.x,
         data.y,

@@ -98,6 +98,23 @@ def device_slot(local_rank: int, env: Mapping[str, str], n_gpus: int | None = No
     return DeviceSlot(local_rank, slot, var, visible_id)
 
 
+def rank_slot(device: str | None, local_rank: int, env: Mapping[str, str]) -> DeviceSlot:
+    """:func:`device_slot` of the rank with ``local_rank`` on its node for ``engine.device``
+    ``device`` (None: ``$HAWKES_OPENCL_DEVICE``, else automatic): the GPUs OpenCL lists are
+    counted when the choice is among GPUs (automatic or ``"gpu"``), so a runtime that ignores
+    ``CUDA_VISIBLE_DEVICES`` still gives rank ``r`` the ``r``-th visible GPU. The one mapping
+    of a Slurm node job's ranks (:func:`choose_device`) and of every other process
+    (:func:`hawkes_cli.parallel.device_slot`: ``mpiexec`` on one machine, a single run).
+    """
+    from ..kernels import DEVICE_ENV, list_devices
+
+    spec = device if device is not None else env.get(DEVICE_ENV)
+    n_gpus = None
+    if spec in (None, "", "gpu"):
+        n_gpus = sum(1 for d in list_devices() if d.kind == "gpu") or None
+    return device_slot(local_rank, env, n_gpus)
+
+
 @dataclass(frozen=True)
 class DeviceChoice:
     """The device one rank of a node drives (gathered on every rank for the checks).
@@ -227,13 +244,8 @@ def choose_device(
             host=host,
         )
     from ..engine.device import Device
-    from ..kernels import DEVICE_ENV, list_devices
 
-    spec = config.engine.device if config.engine.device is not None else env.get(DEVICE_ENV)
-    n_gpus = None
-    if spec in (None, "", "gpu"):
-        n_gpus = sum(1 for d in list_devices() if d.kind == "gpu") or None
-    ds = device_slot(local_rank, env, n_gpus)
+    ds = rank_slot(config.engine.device, local_rank, env)
     info = Device.select(config.engine.device, ds.slot).info
     return DeviceChoice(
         rank,
