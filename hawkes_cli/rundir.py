@@ -246,7 +246,9 @@ class Progress:
     iteration, iterations
         The next iteration to run, and the chain's total (warm-up included).
     it_per_s
-        Iterations per second of this process's loop so far (None before its first).
+        Iterations per second of this process's loop in its current phase (warm-up, then
+        sampling from the end of warm-up; the loop's so far before the phase's first
+        iteration; None before the loop's first).
     acceptance
         Share of this process's iterations that moved (None before its first).
     elapsed
@@ -257,6 +259,10 @@ class Progress:
     note
         What the phase waits for (e.g. another chain's fast start); for a running chain of
         ``stop_when: converged``, its last convergence check; or None.
+    converge_at
+        ``stop_when: converged``: the iteration at which the last check's smallest ESS is
+        projected to reach its target (ESS in proportion to the draws after warm-up); None
+        when not projected.
     """
 
     chain: int
@@ -276,6 +282,7 @@ class Progress:
     evaluations: int | None = None
     best_log_post: float | None = None
     note: str | None = None
+    converge_at: int | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:

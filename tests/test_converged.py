@@ -66,6 +66,12 @@ def test_a_check_reads_no_event_arrays_and_gives_the_same_verdict(tmp_path, monk
     after = run_converged(rd, cfg, 0)
     assert after.converged == before.converged == (draws == 700)
     assert after.summary == before.summary
+    # the smallest ESS, for the progress line's projection: the one the summary shows
+    assert after.smallest_ess == before.smallest_ess
+    if draws == 60:
+        assert f"ESS {after.smallest_ess:.0f} (" in after.summary and after.smallest_ess < 400
+    else:
+        assert after.smallest_ess == after.record.smallest_ess >= 400
     if draws == 700:
         keep = ("draws", "common_draws", "largest_rhat", "smallest_ess")
         assert [getattr(after.record, k) for k in keep] == [getattr(before.record, k) for k in keep]

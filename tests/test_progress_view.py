@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 
 import pytest
 
@@ -12,13 +13,14 @@ from hawkes_cli.cli.progress_view import (
     LogCadence,
     ProgressDisplay,
     chain_line,
+    converge_seconds,
     eta_seconds,
     format_duration,
     format_rate,
     redraw,
 )
 from hawkes_cli.rundir import Progress, RunDir
-from hawkes_cli.runner.progress import PROGRESS_SECONDS, ProgressWriter
+from hawkes_cli.runner.progress import PROGRESS_SECONDS, ProgressWriter, projected_iteration
 
 
 def rec(**over) -> Progress:
@@ -179,3 +181,67 @@ def test_progress_writer_phases_throttle_and_rate(tmp_path):
     r = read()
     assert (r.status, r.phase, r.draws_committed, r.loglik) == ("stopped", "stopped", 4, -1.0)
     assert [s["phase"] for s in seen] == ["fast start"] * 3 + ["warm-up", "sampling", "stopped"]
+
+
+def test_the_rate_and_eta_are_the_current_phase_s_not_an_average_with_warm_up(tmp_path):
+    """4 warm-up iterations at 0.5 s each, then sampling at 0.1 s each: after 6 sampling
+    iterations the rate is 6 / 0.6 s = 10 it/s (not 10 / 2.6 s, the loop's average), and the
+    ETA of the 90 iterations left is 9 s."""
+    (tmp_path / "chains").mkdir()
+    now = [0.0]
+    writer = ProgressWriter(0, 100, 4, tmp_path, clock=lambda: now[0])
+    writer.begin(0, -3.0, 0)
+    for _ in range(4):
+        now[0] += 0.5
+        writer.step(True, -2.0, 0)
+    r = writer.record()
+    assert r.phase == "sampling" and r.it_per_s == pytest.approx(4 / 2.0)  # none sampled yet
+    for _ in range(6):
+        now[0] += 0.1
+        writer.step(True, -2.0, 0)
+    r = writer.record()
+    assert (r.phase, r.iteration) == ("sampling", 10)
+    assert r.it_per_s == pytest.approx(10.0)
+    assert eta_seconds(r) == pytest.approx(9.0)
+    # during warm-up, the warm-up's own rate; a chain resumed after warm-up: sampling's alone
+    resumed = ProgressWriter(0, 100, 4, tmp_path, clock=lambda: now[0])
+    resumed.begin(50, -3.0, 0)
+    now[0] += 2.0
+    for _ in range(5):
+        resumed.step(True, -2.0, 0)
+    assert resumed.record().it_per_s == pytest.approx(5 / 2.0)
+
+
+def test_the_end_is_projected_from_the_ess_of_the_last_check(tmp_path):
+    """ESS grows in proportion to the draws after warm-up: at iteration 1200 of a 750-iteration
+    warm-up (450 after it), an ESS of 200 reaches 400 at 750 + 2 * 450 = 1650, 450 iterations
+    on: 45 s at 10 it/s."""
+    assert projected_iteration(1200, 750, 200.0) == 1650
+    assert projected_iteration(1200, 750, 300.0) == 750 + 600  # 450 * 4 / 3
+    assert projected_iteration(1201, 750, 300.0) == 750 + 602  # ceil(451 * 4 / 3 = 601.3)
+    for ess in (None, 0.0, math.nan, 400.0, 512.0):  # nothing to project, or ESS not short
+        assert projected_iteration(1200, 750, ess) is None
+    assert projected_iteration(750, 750, 100.0) is None  # no draws after warm-up yet
+    note = "ends when converged, ETA to the cap; not yet at 450 draws/chain: ESS 200 (tau_t)"
+    r = rec(phase="sampling", it_per_s=10.0, elapsed=123.0, acceptance=0.314, note=note,
+            converge_at=1650)  # fmt: skip
+    assert converge_seconds(r) == pytest.approx(45.0)
+    assert chain_line(r) == (
+        "chain  0  sampling    1200/2500  10.0 it/s  elapsed 2:03  ETA 2:10  "
+        f"converged in ~0:45 (projected from ESS)  acc 0.31  {note}"
+    )
+    beyond = rec(phase="sampling", it_per_s=10.0, converge_at=2500)  # the cap comes first
+    assert converge_seconds(beyond) is None and "projected" not in chain_line(beyond)
+    done = rec(status="finished", phase="finished", it_per_s=10.0, converge_at=1650)
+    assert converge_seconds(done) is None
+    # the writer keeps the projection of its last check, and forgets it with a note without one
+    (tmp_path / "chains").mkdir()
+    now = [0.0]
+    writer = ProgressWriter(0, 2500, 750, tmp_path, clock=lambda: now[0])
+    writer.begin(1200, -3.0, 0)
+    writer.show_note(note, ess=200.0)
+    assert writer.record().converge_at == 1650
+    writer.end("stopped")
+    assert RunDir(tmp_path).read_progress(0).converge_at == 1650  # through the JSON record
+    writer.show_note("ends when converged; converged (found by another chain)")
+    assert writer.record().converge_at is None

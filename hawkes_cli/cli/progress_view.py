@@ -1,8 +1,9 @@
 """How ``hawkes-run local`` shows its chains: progress records in, lines out.
 
 The functions are pure (a :class:`~hawkes_cli.rundir.Progress` record, or several, to text):
-:func:`chain_line` is one chain's line (phase, iteration/total, rate, elapsed, ETA,
-acceptance; the fast start's evaluations and best log posterior), :func:`redraw` the ANSI text
+:func:`chain_line` is one chain's line (phase, iteration/total, the current phase's rate,
+elapsed, ETA, with ``stop_when: converged`` the end projected from the ESS, acceptance; the
+fast start's evaluations and best log posterior), :func:`redraw` the ANSI text
 that rewrites a block of lines in place, :class:`LogCadence` which chains a plain log prints
 now. :class:`ProgressDisplay` writes them to a stream: on a terminal one line per chain,
 redrawn in place; elsewhere (Slurm logs, pipes) a time-stamped line per chain at each phase
@@ -32,6 +33,7 @@ __all__ = [
     "LogCadence",
     "ProgressDisplay",
     "chain_line",
+    "converge_seconds",
     "eta_seconds",
     "format_duration",
     "format_rate",
@@ -72,6 +74,19 @@ def eta_seconds(record: Progress) -> float | None:
     return max(record.iterations - record.iteration, 0) / rate
 
 
+def converge_seconds(record: Progress) -> float | None:
+    """Seconds until the run is projected to converge (``stop_when: converged``: the
+    iteration :attr:`~hawkes_cli.rundir.Progress.converge_at` projected from the last check's
+    ESS, reached at the current rate); None when there is no projection, it lies at or
+    beyond the cap (the ETA says when that ends), or the chain is not iterating."""
+    rate, at = record.it_per_s, record.converge_at
+    if record.current_phase() not in _RUNNING or not rate or rate <= 0 or at is None:
+        return None
+    if at >= record.iterations:
+        return None
+    return max(at - record.iteration, 0) / rate
+
+
 def chain_line(record: Progress) -> str:
     """One chain's line, e.g. ``chain  0  sampling    1200/2500  9.8 it/s  elapsed 2:03  ETA
     2:13  acc 0.31``, or during the fast start ``chain  0  fast start  312 evals, best log
@@ -96,6 +111,9 @@ def chain_line(record: Progress) -> str:
     eta = eta_seconds(record)
     if eta is not None:
         parts.append(f"ETA {format_duration(eta)}")
+    converge = converge_seconds(record)
+    if converge is not None:
+        parts.append(f"converged in ~{format_duration(converge)} (projected from ESS)")
     if record.acceptance is not None and phase != PHASE_FAST_START:
         parts.append(f"acc {record.acceptance:.2f}")
     if phase in (PHASE_FAILED, *_RUNNING) and record.note:

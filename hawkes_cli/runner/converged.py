@@ -151,10 +151,12 @@ def committed_draws(run_dir: RunDir, chains: int) -> dict[int, int]:
 class Check:
     """One convergence check: the run's record when it has converged, and a short line for
     the progress display (e.g. ``"not yet at 350 draws/chain: R-hat 1.021 (sigma_x), ESS 226
-    (mu0)"``)."""
+    (mu0)"``), and the smallest bulk or tail ESS of the checked quantities when every chain
+    contributed draws (None otherwise; the progress line projects the end from it)."""
 
     record: RunConverged | None
     summary: str
+    smallest_ess: float | None = None
 
     @property
     def converged(self) -> bool:
@@ -210,10 +212,12 @@ def run_converged(run_dir: RunDir, config: Config, chain_id: int) -> Check:
         if used < count or not checked:
             return Check(None, f"not yet: {used} of {count} chains have draws after warm-up")
         rhat, ess = _worst(checked)
+        smallest = min(ess.ess_bulk, ess.ess_tail)
         return Check(
             None,
             f"not yet at {report.common_draws} draws/chain: R-hat {rhat.rhat:.3f} "
-            f"({rhat.label}), ESS {min(ess.ess_bulk, ess.ess_tail):.0f} ({ess.label})",
+            f"({rhat.label}), ESS {smallest:.0f} ({ess.label})",
+            smallest,
         )
     rhat, ess = _worst(checked)
     record = RunConverged(
@@ -234,4 +238,4 @@ def run_converged(run_dir: RunDir, config: Config, chain_id: int) -> Check:
         record.largest_rhat,
         record.smallest_ess,
     )
-    return Check(record, f"converged at {record.common_draws} draws/chain")
+    return Check(record, f"converged at {record.common_draws} draws/chain", record.smallest_ess)

@@ -197,7 +197,7 @@ class _Loop:
             self.progress.show_note(STOP_NOTE)
             return False
         check = run_converged(RunDir.of(config), config, self.setup.chain_id)
-        self.progress.show_note(f"{STOP_NOTE}; {check.summary}")
+        self.progress.show_note(f"{STOP_NOTE}; {check.summary}", ess=check.smallest_ess)
         return check.converged
 
     def _found_by_another(self, it: int) -> bool:

@@ -6,6 +6,13 @@ evaluations and best log posterior; a chain waiting for another's search says so
 and sampling iterations, and how the call ended (finished, stopped, failed). The record is
 written at once at every phase change and at most every :data:`PROGRESS_SECONDS` within a
 phase; ``hawkes-run local`` renders it (:mod:`hawkes_cli.cli.progress_view`).
+
+The rate (``it_per_s``) is the current loop phase's: sampling iterations since the end of
+warm-up, which cost differently from warm-up ones (a tuned step size, a fixed truncation
+cut-off), so the ETA to the cap is not an average over both. With ``sampler.stop_when:
+converged``, the last convergence check's smallest ESS projects the iteration at which the
+run reaches the target ESS (``converge_at``; ESS grows in proportion to the draws after
+warm-up).
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from ..diagnostics.verdicts import ESS_WARN
 from ..rundir import Progress, RunDir
 from ..vocab import (
     PHASE_FAILED,
@@ -30,10 +38,25 @@ from ..vocab import (
 
 log = logging.getLogger(__name__)
 
-__all__ = ["PROGRESS_SECONDS", "ProgressWriter"]
+__all__ = ["PROGRESS_SECONDS", "ProgressWriter", "projected_iteration"]
 
 PROGRESS_SECONDS = 2.0
 _STATUS = {PHASE_FINISHED: "finished", PHASE_STOPPED: "stopped", PHASE_FAILED: "failed"}
+
+
+def projected_iteration(
+    iteration: int, warmup: int, ess: float | None, target: float = ESS_WARN
+) -> int | None:
+    """The iteration at which the smallest ESS reaches ``target``, projected from ``ess`` at
+    ``iteration`` (ESS grows about in proportion to the draws after warm-up, the chains
+    advancing together): ``warmup + ceil((iteration - warmup) * target / ess)``. None when
+    there is nothing to project from (no draws after warm-up, no finite positive ESS) or the
+    ESS is already at the target (then R-hat, not the ESS, holds the run back).
+    """
+    done = iteration - warmup
+    if ess is None or not math.isfinite(ess) or ess <= 0 or ess >= target or done <= 0:
+        return None
+    return warmup + math.ceil(done * target / ess)
 
 
 class ProgressWriter:
@@ -71,6 +94,9 @@ class ProgressWriter:
         self.phase: str | None = None
         self.first = self.it = 0
         self.t_loop: float | None = None
+        # where the current loop phase's rate is measured from: (phase, iteration, time)
+        self.rate_from: tuple[str, int, float] | None = None
+        self.converge_at: int | None = None
         self.accepted = 0
         self.loglik: float | None = None
         self.committed = 0
@@ -97,22 +123,28 @@ class ProgressWriter:
         """The loop starts at iteration ``first`` (written at once)."""
         self.first = self.it = first
         self.t_loop = self.clock()
+        self.rate_from = (self._loop_phase(), first, self.t_loop)
         self.loglik, self.committed = loglik, committed
         self.evaluations = self.best = self.note = None
         self._due(self._loop_phase(), force=True)
         self._write()
 
-    def show_note(self, note: str) -> None:
+    def show_note(self, note: str, ess: float | None = None) -> None:
         """A note for a running chain's line (``stop_when: converged``: its last check);
-        written with the next record."""
+        written with the next record. ``ess``: the check's smallest bulk or tail ESS, which
+        projects the iteration of convergence (:func:`projected_iteration`; None: none)."""
         self.note = note
+        self.converge_at = projected_iteration(self.it, self.warmup, ess)
 
     def step(self, accepted: bool, loglik: float, committed: int) -> None:
         """One iteration done (written at a phase change or every few seconds)."""
         self.it += 1
         self.accepted += bool(accepted)
         self.loglik, self.committed = loglik, committed
-        if self._due(self._loop_phase()):
+        phase = self._loop_phase()
+        if self.rate_from is not None and self.rate_from[0] != phase:
+            self.rate_from = (phase, self.it, self.clock())  # the end of warm-up
+        if self._due(phase):
             self._write()
 
     def end(self, phase: str, loglik: float | None = None, committed: int | None = None) -> None:
@@ -142,7 +174,11 @@ class ProgressWriter:
         now = self.clock()
         done = self.it - self.first
         rate = None
-        if self.t_loop is not None:
+        if self.rate_from is not None and self.it > self.rate_from[1]:
+            # the current phase's (or, once ended, the last phase's) iterations alone
+            _, it0, t0 = self.rate_from
+            rate = (self.it - it0) / max(now - t0, 1e-9)
+        elif self.t_loop is not None:  # none of this phase yet: the loop's so far
             rate = done / max(now - self.t_loop, 1e-9)
         return Progress(
             chain=self.chain_id,
@@ -162,6 +198,7 @@ class ProgressWriter:
             evaluations=self.evaluations,
             best_log_post=self.best,
             note=self.note,
+            converge_at=self.converge_at,
         )
 
     def _write(self) -> None:
