@@ -644,7 +644,7 @@ def test_demo_config_values():
     s = cfg.sampler
     assert (s.kind, s.iterations, s.warmup, s.thin, s.resample_every) == (
         "tiered",
-        4000,
+        2500,
         750,
         1,
         0,
