@@ -16,7 +16,7 @@ from .region import LATTICE_STEPS, RectangleRegion, Region
 #: :class:`EdgeMass` computes masses at ``sigma_x`` on a lattice of ``2^(1/MASS_STEPS)`` steps
 #: (cached per lattice point until the locations change) and interpolates linearly in
 #: ``log sigma_x`` between the two around the asked value: a chain whose ``sigma_x`` moves within
-#: a few steps (a 1M posterior's sd is a third of one) computes each lattice point once per
+#: a few steps (a 1M posterior's sd is a fifteenth of one) computes each lattice point once per
 #: location draw instead of once per move. The interpolation's error is at most ``step^2 / 8``
 #: times ``|d^2 M / d(log s)^2|`` (below 0.33 for a straight boundary; 0.5 taken):
 #: :data:`MASS_INTERPOLATION_ERROR`, added to the error scale of every event that loses mass.
