@@ -195,24 +195,6 @@ def local_rank(comm: Comm) -> int:
     return 0
 
 
-def device_slot(comm: Comm, device: str | None = None) -> int:
-    """The slot among the devices matching ``device`` (``engine.device``) that this process
-    drives (the ``local_rank`` of :func:`hawkes_cli.kernels.select_device`).
-
-    The slot pinned on ``comm`` when there is one (a Slurm node job's rank, mapped and checked
-    by :func:`hawkes_cli.slurm.devices.choose_device`); otherwise the same mapping from this
-    process's :func:`local_rank` (:func:`hawkes_cli.slurm.devices.rank_slot`), so ranks of a
-    local ``mpiexec`` take the GPUs of ``CUDA_VISIBLE_DEVICES`` / ``ROCR_VISIBLE_DEVICES`` in
-    their order, as on Slurm.
-    """
-    pinned = getattr(comm, "pinned_local_rank", None)
-    if pinned is not None:
-        return int(pinned)
-    from .slurm.devices import rank_slot  # slurm imports this module
-
-    return rank_slot(device, local_rank(comm), os.environ).slot
-
-
 def partition_rows(cost: np.ndarray, parts: int) -> list[tuple[int, int]]:
     """Split rows into ``parts`` contiguous blocks of about equal total cost.
 

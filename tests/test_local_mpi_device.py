@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 
 from hawkes_cli import kernels
-from hawkes_cli.parallel import SerialComm, device_slot
-from hawkes_cli.slurm.devices import VISIBLE_VARS
+from hawkes_cli.device_slots import VISIBLE_VARS
+from hawkes_cli.engine import device_slot
+from hawkes_cli.parallel import SerialComm
 
 LAUNCHER_VARS = ("SLURM_LOCALID", "MPI_LOCALRANKID", "OMPI_COMM_WORLD_LOCAL_RANK",
                  "PMI_LOCAL_RANK", "MV2_COMM_WORLD_LOCAL_RANK")  # fmt: skip
@@ -29,7 +30,7 @@ def four_gpus(monkeypatch):
 def test_local_ranks_take_the_visible_gpus_in_order(four_gpus, rank_var, visible_var):
     """mpiexec's local rank r (MPICH or Open MPI) with GPUs "3,1" visible: rank 0 drives GPU 3
     and rank 1 GPU 1 (distinct, in the variable's order), as the Slurm path maps them."""
-    from hawkes_cli.slurm.devices import rank_slot
+    from hawkes_cli.device_slots import rank_slot
 
     four_gpus.setenv(visible_var, "3,1")
     slots = []

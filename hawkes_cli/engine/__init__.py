@@ -21,12 +21,14 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 from typing import TYPE_CHECKING
 
 from ..config import EngineConfig
 from ..data import EventData
+from ..device_slots import rank_slot
 from ..errors import UsageError
-from ..parallel import Comm, SerialComm, device_slot, partition_rows
+from ..parallel import Comm, SerialComm, local_rank, partition_rows
 from ..vocab import (
     BACKGROUNDS,
     DEFAULT_BACKGROUND,
@@ -317,3 +319,19 @@ def _pair_backend(
 def _device_background(background: str) -> str:
     """The OpenCL backend's own background form (a lattice one is summed on the host)."""
     return "auto" if background == "lattice" else background
+
+
+def device_slot(comm: Comm, device: str | None = None) -> int:
+    """The slot among the devices matching ``device`` (``engine.device``) that this process
+    drives (the ``local_rank`` of :func:`hawkes_cli.kernels.select_device`).
+
+    The slot pinned on ``comm`` when there is one (a Slurm node job's rank, mapped and checked
+    by :func:`hawkes_cli.slurm.devices.choose_device`); otherwise the same mapping from this
+    process's :func:`~hawkes_cli.parallel.local_rank`
+    (:func:`hawkes_cli.device_slots.rank_slot`), so ranks of a local ``mpiexec`` take the GPUs
+    of ``CUDA_VISIBLE_DEVICES`` / ``ROCR_VISIBLE_DEVICES`` in their order, as on Slurm.
+    """
+    pinned = getattr(comm, "pinned_local_rank", None)
+    if pinned is not None:
+        return int(pinned)
+    return rank_slot(device, local_rank(comm), os.environ).slot

@@ -20,16 +20,9 @@ Files under ``RUN_DIR/slurm/`` (``job.sbatch``, ``plan.json``, ``jobs.json``, ``
 
 from __future__ import annotations
 
+from ..device_slots import VISIBLE_VARS, DeviceSlot, device_slot, visible_gpus
 from .commands import SLURM_TIMEOUT, active_jobs, job_states, task_state
-from .devices import (
-    VISIBLE_VARS,
-    DeviceChoice,
-    DeviceSlot,
-    check_devices,
-    choose_device,
-    device_slot,
-    visible_gpus,
-)
+from .devices import DeviceChoice, check_devices, choose_device
 from .jobs import ChainStatus, Submission, cancel, run_status, submit, unfinished_nodes
 from .launch import LAUNCHER_ENV, LAUNCHERS, SRUN_MPI_ENV, launcher_command, resolve_launcher
 from .node import launch_node
