@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .engine import Likelihood, profile
+from .engine.choice import TriggerChoice, choose_trigger
 from .model import Params
 from .parallel import Comm
 from .resample import LocationStream
@@ -58,6 +59,7 @@ CALLS: frozenset[str] = frozenset(
         "subsample_loglik",
         "end_subsample",
         "fix_cutoff",
+        "choose_trigger",
     }
 )
 _CLOSE = "close"
@@ -194,6 +196,13 @@ class ChainRank:
         lik.bound_exceedances = int(exceedances)
         lik.worst_bound = float(worst_bound)
 
+    def choose_trigger(self, p: Params) -> TriggerChoice | None:
+        """``engine.trigger: auto`` at the chain's start: time one exact and one truncated
+        pass at ``p`` on every rank and keep the faster
+        (:func:`~hawkes_cli.engine.choice.choose_trigger`; the same choice on every rank, kept
+        in :meth:`truncation_state`). None when there is nothing to choose."""
+        return choose_trigger(self.likelihood, p)
+
     # --- local reads (no communication; rank 0 records them) ------------------------------
     @property
     def location_state(self) -> dict[str, Any] | None:
@@ -201,7 +210,8 @@ class ChainRank:
         return None if self.locations is None else self.locations.last_state
 
     def truncation_state(self) -> dict | None:
-        """The truncated trigger's cut-off for checkpoints (None for exact engines)."""
+        """The truncated trigger's cut-off for checkpoints, with the trigger chosen at the
+        chain's start when one was (None for exact engines)."""
         return self.likelihood.truncation_state()
 
     @property
@@ -344,6 +354,10 @@ class DistributedLikelihood:
     def fix_cutoff(self, exceedances: int = 0, worst_bound: float = 0.0) -> None:
         """See :meth:`ChainRank.fix_cutoff` (every rank)."""
         self._call("fix_cutoff", exceedances, worst_bound)
+
+    def choose_trigger(self, p: Params) -> TriggerChoice | None:
+        """See :meth:`ChainRank.choose_trigger` (collective)."""
+        return self._call("choose_trigger", p)
 
     def close(self) -> None:
         """Release the other ranks from :func:`serve` (once; later calls do nothing)."""

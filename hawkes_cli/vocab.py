@@ -68,6 +68,17 @@ DEFAULT_BACKGROUND = BACKGROUNDS[0]
 #: :func:`make_likelihood`.
 DEFAULT_TOLERANCE = 0.05
 EXACT_TOLERANCE = 0.0
+#: How the trigger is summed when ``engine.tolerance > 0`` (``engine.trigger``): ``auto`` (the
+#: default) times one exact and one truncated pass at each chain's start, on the chain's own
+#: device and ranks, and keeps the faster (the exact one unless it is slower by more than
+#: :data:`EXACT_SLOWER_BY`; :mod:`hawkes_cli.engine.choice`); ``exact`` the pair sum (as
+#: tolerance 0); ``truncated`` the truncated trigger. The reference engine is always exact.
+TRIGGERS: tuple[str, ...] = ("auto", "exact", "truncated")
+TRIGGER_AUTO, TRIGGER_EXACT, TRIGGER_TRUNCATED = TRIGGERS
+DEFAULT_TRIGGER = TRIGGER_AUTO
+#: ``engine.trigger: auto`` keeps the exact pair sum while its pass takes at most this factor
+#: of the truncated pass's time (no truncation error for a tenth more time).
+EXACT_SLOWER_BY = 1.1
 #: The smallest positive ``engine.tolerance`` (nats) accepted: values in ``(0, MIN_TOLERANCE)``
 #: are refused by :func:`tolerance_problem`, since they look like the old relative tolerance
 #: (``|ell~ - ell| <= T |ell~|``, default 1e-6); a bound that tight costs nearly the exact pair

@@ -536,11 +536,15 @@ def test_to_yaml_round_trip_gives_equal_config_and_hash(tmp_path):
     assert again.to_yaml() == text
     # the resolved mapping is plain YAML with every key of every section, in order, except a
     # key added later at the value that leaves older runs' hash alone (sampler.n_expensive: 1,
-    # sampler.stop_when: iterations, model.edge: none)
+    # sampler.stop_when: iterations, model.edge: none, engine.trigger: auto)
     mapping = yaml.safe_load(text)
     assert list(mapping) == list(SECTIONS)
     for section in SECTIONS:
-        later = {"sampler": ("n_expensive", "stop_when"), "model": ("edge",)}.get(section, ())
+        later = {
+            "sampler": ("n_expensive", "stop_when"),
+            "model": ("edge",),
+            "engine": ("trigger",),
+        }.get(section, ())
         assert tuple(mapping[section]) == tuple(k for k in KEYS[section] if k not in later)
     more = config_from_yaml_text(
         text.replace("  n_cheap:", "  n_expensive: 3\n  n_cheap:"), base_dir=tmp_path, where="x"

@@ -327,7 +327,8 @@ def test_truncated_chain_resumes_bit_for_bit_at_its_cutoff(tmp_path, events, kin
     checkpoint's kappa (not at the tolerance's starting value). The tiered kind starts with
     the fast start, whose full evaluations already tighten the cut-off here (the mode has a
     short tau_t, where the background is spiky)."""
-    trunc = {"engine__tolerance": 1e-2, **(TIERED if kind == "tiered" else {})}
+    trunc = {"engine__tolerance": 1e-2, "engine__trigger": "truncated",
+             **(TIERED if kind == "tiered" else {})}  # fmt: skip
     ref = load_config(write_config(tmp_path, events, "tref", **trunc))
     run_chain(ref, 0)
     cfg = load_config(write_config(tmp_path, events, "tstop", **trunc))
@@ -365,11 +366,10 @@ def test_mpi_ranks_give_the_serial_chain(tmp_path, events, tolerance):
     is bounded) depends on the split: the log-likelihoods agree within twice the tolerance
     (nats; each is within it of the exact value), not to rounding; the accept decisions, hence
     the draws, coincide."""
-    ser = load_config(write_config(tmp_path, events, "serial", engine__tolerance=tolerance))
+    engine = {"engine__tolerance": tolerance, "engine__trigger": "truncated"}
+    ser = load_config(write_config(tmp_path, events, "serial", **engine))
     run_chain(ser, 0)
-    path = write_config(
-        tmp_path, events, "mpi", chains__gpus_per_chain=2, engine__tolerance=tolerance
-    )
+    path = write_config(tmp_path, events, "mpi", chains__gpus_per_chain=2, **engine)
     mpiexec = str(Path(sys.executable).with_name("mpiexec"))
     subprocess.run([mpiexec, "-n", "2", *cli("chain", str(path), "--chain", "0")], check=True,
                    timeout=180)  # fmt: skip

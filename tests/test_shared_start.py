@@ -95,8 +95,8 @@ def test_a_chain_reading_the_shared_start_draws_as_if_it_had_searched(tmp_path, 
     """Truncated engine (the search's full evaluations tighten the cut-off on these data):
     chain 1 of a run whose chain 0 searched first reads the start and the cut-off, runs no
     search, and its every column equals chain 1 of a run where it searched itself."""
-    over = {"engine__tolerance": 1e-2, "sampler__iterations": 120, "sampler__warmup": 60,
-            **TIERED}  # fmt: skip
+    over = {"engine__tolerance": 1e-2, "engine__trigger": "truncated",
+            "sampler__iterations": 120, "sampler__warmup": 60, **TIERED}  # fmt: skip
     solo = load_config(write_config(tmp_path, events, "solo", **over))
     alone = run_chain(solo, 1)
     shared = load_config(write_config(tmp_path, events, "shared", **over))

@@ -291,8 +291,8 @@ def test_checkpoint_carries_the_counts():
 
 #: A short truncated chain whose cut-off would still tighten after a 10-iteration warm-up (it
 #: did, at iteration ~80, before the cut-off was fixed).
-CHAIN = {"engine__tolerance": 0.01, "sampler__iterations": 150, "sampler__warmup": 10,
-         "output__commit_every": 10}  # fmt: skip
+CHAIN = {"engine__tolerance": 0.01, "engine__trigger": "truncated", "sampler__iterations": 150,
+         "sampler__warmup": 10, "output__commit_every": 10}  # fmt: skip
 
 
 def _spy_commits(monkeypatch) -> list[tuple[int, float, bool]]:

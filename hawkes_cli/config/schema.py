@@ -45,6 +45,7 @@ from ..vocab import (
     DEFAULT_STOP_WHEN,
     DEFAULT_THIN,
     DEFAULT_TOLERANCE,
+    DEFAULT_TRIGGER,
     EDGES,
     ENGINES,
     MODELS,
@@ -53,6 +54,7 @@ from ..vocab import (
     SAMPLER_KINDS,
     STOP_CONVERGED,
     STOP_WHEN,
+    TRIGGERS,
 )
 from .slurm_options import MAX_SIGNAL_SECONDS, slurm_time_seconds
 from .spec import choice, integer, number, own_reader, path, spec_of, string
@@ -310,6 +312,14 @@ class EngineConfig:
         always exact). The cut-off adapts during warm-up only; after it, a bound above ``T``
         is reported, not tightened. Values in ``(0, MIN_TOLERANCE)`` are refused as old
         relative tolerances (:func:`~hawkes_cli.vocab.tolerance_problem`).
+    trigger
+        How the trigger is summed when ``tolerance > 0`` (one of
+        :data:`~hawkes_cli.vocab.TRIGGERS`): ``"auto"`` times one exact and one truncated pass
+        at each chain's start and keeps the faster (:mod:`hawkes_cli.engine.choice`; the
+        choice is logged and kept in the chain's checkpoint, so a resume continues with it);
+        ``"exact"`` the pair sum (as ``tolerance: 0``); ``"truncated"`` the truncated trigger.
+        Left out of the resolved config at ``"auto"``, so runs from before the key keep their
+        hash.
     background
         ``"auto"``: the background once per distinct time (exact; cheap on a day lattice);
         ``"pairs"``: force the plain pair sum over all events (OpenCL; to check the former).
@@ -323,6 +333,9 @@ class EngineConfig:
     tolerance: float = field(
         default=DEFAULT_TOLERANCE,
         metadata=number(ge=0, hint=" (nats of log-likelihood; 0: exact pair sum)"),
+    )
+    trigger: str = field(
+        default=DEFAULT_TRIGGER, metadata=choice(TRIGGERS) | {OMIT_WHEN: DEFAULT_TRIGGER}
     )
     background: str = field(default=DEFAULT_BACKGROUND, metadata=choice(BACKGROUNDS))
 

@@ -10,8 +10,9 @@ Modules, imports flowing one way (each uses only those above it):
   to it; :mod:`.launch`: the kernels' arguments as typed records, one per kernel signature;
 - :mod:`.opencl`: the exact OpenCL backend; :mod:`.grid_upload`: the grid index on the device;
   :mod:`.calibration`: the truncated trigger's starting cut-off; :mod:`.rowcheck`: its check
-  of its own device; :mod:`.truncated`: the error-bounded backend, built on the same uploaded
-  events;
+  of its own device; :mod:`.choice`: ``engine.trigger: auto``, the exact or the truncated
+  trigger by their timings; :mod:`.truncated`: the error-bounded backend, built on the same
+  uploaded events;
 - this module: :func:`build_likelihood`, which takes the engine settings as one typed record
   (the config's :class:`~hawkes_cli.config.EngineConfig`), chooses the device and builds the
   tie structure once and hands them down; :func:`make_likelihood`, its keyword form.
@@ -34,9 +35,12 @@ from ..vocab import (
     DEFAULT_BACKGROUND,
     DEFAULT_ENGINE,
     DEFAULT_PRECISION,
+    DEFAULT_TRIGGER,
     ENGINES,
     EXACT_TOLERANCE,
     LATTICE_FROM,
+    TRIGGER_EXACT,
+    TRIGGERS,
     tolerance_problem,
 )
 from .base import BoundedPairBackend, Evaluation, Likelihood, PairBackend, TimeStructure
@@ -91,11 +95,13 @@ def build_likelihood(
         ``tolerance`` in nats (0: the exact pair sum; ``T >=``
         :data:`~hawkes_cli.vocab.MIN_TOLERANCE` guarantees ``|ell~ - ell| <= T`` for every
         evaluation, :mod:`hawkes_cli.engine.truncated`; see :attr:`Likelihood.adapt_cutoff`
-        for when the cut-off may change) and ``background`` (``"auto"``: once per distinct
-        time, or on a time lattice above :data:`~hawkes_cli.vocab.LATTICE_FROM` distinct
-        times; ``"lattice"``: on a time lattice by FFT, :mod:`.binned`; ``"pairs"``: the plain
-        pair sum). The reference engine is always the exact
-        float64 pair sum and ignores all but ``backend``.
+        for when the cut-off may change), ``trigger`` (with ``T > 0``: ``"exact"`` the pair
+        sum; ``"truncated"`` and ``"auto"`` the truncated backend, which ``auto`` may switch
+        to the exact pair sum at a chain's start, :mod:`.choice`) and ``background``
+        (``"auto"``: once per distinct time, or on a time lattice above
+        :data:`~hawkes_cli.vocab.LATTICE_FROM` distinct times; ``"lattice"``: on a time lattice
+        by FFT, :mod:`.binned`; ``"pairs"``: the plain pair sum). The reference engine is
+        always the exact float64 pair sum and ignores all but ``backend``.
     model
         1 or 2 (model 2 needs ``data.density``).
     area
@@ -178,6 +184,7 @@ def make_likelihood(
     balance: tuple[float, float] | None = None,
     background: str = DEFAULT_BACKGROUND,
     region: Region | None = None,
+    trigger: str = DEFAULT_TRIGGER,
 ) -> Likelihood:
     """:func:`build_likelihood` with the engine settings as keywords (``engine`` is the
     section's ``backend``), for ``hawkes-run loglik`` and tests; ``tolerance`` defaults to
@@ -188,6 +195,7 @@ def make_likelihood(
         precision=precision,
         device=device,
         tolerance=tolerance,
+        trigger=trigger,
         background=background,
     )
     return build_likelihood(
@@ -227,6 +235,8 @@ def _check(
     problem = tolerance_problem(settings.tolerance, "tolerance")
     if problem is not None:
         raise UsageError(problem)
+    if settings.trigger not in TRIGGERS:
+        raise UsageError(f"trigger must be one of {', '.join(TRIGGERS)}, got {settings.trigger!r}")
     if settings.background not in BACKGROUNDS:
         raise UsageError(
             f"background must be one of {', '.join(BACKGROUNDS)}, got {settings.background!r}"
@@ -234,8 +244,13 @@ def _check(
 
 
 def _truncates(settings: EngineConfig) -> bool:
-    """Whether ``settings`` choose the truncated trigger (OpenCL, ``tolerance > 0``)."""
-    return settings.backend == "opencl" and settings.tolerance > 0
+    """Whether ``settings`` choose the truncated trigger (OpenCL, ``tolerance > 0``, and
+    ``trigger`` not ``exact``; ``auto`` may still switch to the exact pair sum, :mod:`.choice`)."""
+    return (
+        settings.backend == "opencl"
+        and settings.tolerance > 0
+        and settings.trigger != TRIGGER_EXACT
+    )
 
 
 def _rows(

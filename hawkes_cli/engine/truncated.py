@@ -105,6 +105,7 @@ from ..vocab import DEFAULT_BACKGROUND, DEFAULT_TOLERANCE
 from . import profile
 from .base import LAMBDA_FLOOR, BoundedPairBackend
 from .calibration import ProbePoint, RowRatios, calibrate
+from .choice import SwitchedTrigger, TriggerChoice
 from .device import DeviceEvents
 from .grid import (
     EXP_SPAN,
@@ -144,7 +145,7 @@ PROBE_BLOCKS = 512
 PROBE_SHARE = 40
 
 
-class TruncatedBackend(BoundedPairBackend):
+class TruncatedBackend(SwitchedTrigger, BoundedPairBackend):
     """Pair sums B (exact, per distinct time) and E (truncated, error-bounded) on OpenCL.
 
     Built on the same :class:`~hawkes_cli.engine.device.DeviceEvents` as the exact backend it
@@ -167,6 +168,8 @@ class TruncatedBackend(BoundedPairBackend):
         for 200000 events); trigger: truncation (kappa 15.8)"``.
     kappa : float
         The current cut-off exponent (dimensionless; only grows, see :meth:`tighten`).
+    choice : TriggerChoice or None
+        What ``engine.trigger: auto`` chose (:class:`~.choice.SwitchedTrigger`); None: none.
     """
 
     def __init__(
@@ -227,6 +230,7 @@ class TruncatedBackend(BoundedPairBackend):
         self.trigger_path = "none yet"
         self._row_check = RowCheck(self.exact, model)
         self.check_failure: str | None = None
+        self.choice = None
 
     # ------------------------------------------------------------------ bounded interface
     @property
@@ -235,14 +239,22 @@ class TruncatedBackend(BoundedPairBackend):
         (:func:`~hawkes_cli.engine.grid.level_kappas`; model 1: ``[kappa]``)."""
         return level_kappas(self.kappa, self._ceil)
 
-    def cutoff_state(self) -> dict[str, float]:
-        """The cut-off to checkpoint: ``{"kappa": float}``."""
-        return {"kappa": float(self.kappa)}
+    def cutoff_state(self) -> dict[str, Any]:
+        """The cut-off to checkpoint: ``{"kappa": float}``, and ``"trigger"`` (the
+        :meth:`TriggerChoice.to_json <hawkes_cli.engine.choice.TriggerChoice.to_json>`) once
+        a trigger was chosen."""
+        state: dict[str, Any] = {"kappa": float(self.kappa)}
+        if self.choice is not None:
+            state["trigger"] = self.choice.to_json()
+        return state
 
     def restore_cutoff(self, state: Mapping[str, Any]) -> None:
-        """Continue at the cut-off of :meth:`cutoff_state` (no calibration any more)."""
+        """Continue at the cut-off of :meth:`cutoff_state` (no calibration any more), with
+        its trigger choice if it has one (ValueError: not a choice); else truncated."""
         self.kappa = float(state["kappa"])
         self.calibrated = True
+        if state.get("trigger") is not None:
+            self.use_choice(TriggerChoice.from_json(state["trigger"]))
 
     @property
     def self_checks(self) -> int:
@@ -373,6 +385,14 @@ class TruncatedBackend(BoundedPairBackend):
         omega : (rows,) float64
             ``omega_n >= E_n - E~_n`` (module docstring), 0 on the exact path.
         """
+        if not self.truncates:
+            self.trigger_path = "pair sum (exact; chosen by engine.trigger: auto)"
+            return self.exact.trigger(sigma_x, sigma_t), np.zeros(self.row_stop - self.row_start)
+        return self._truncated(sigma_x, sigma_t)
+
+    def _truncated(self, sigma_x: float, sigma_t: float) -> tuple[np.ndarray, np.ndarray]:
+        """The truncated pass of :meth:`trigger_bounded` (its exact path when the cut-offs
+        exceed the data)."""
         nrows = self.row_stop - self.row_start
         kappa = self.kappa
         if self.exact_cutoffs(sigma_x, sigma_t):

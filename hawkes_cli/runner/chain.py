@@ -12,12 +12,14 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..config import Config
 from ..distributed import ChainSetup, DistributedLikelihood, serve
 from ..errors import Interrupted, UsageError
+from ..model import Params
 from ..parallel import Comm, SerialComm
 from ..posterior import LogPosterior
 from ..rundir import Checkpoint, RunDir
@@ -26,7 +28,7 @@ from ..start import StartResult
 from ..start.chain import fast_start, first_state
 from ..stop import StopFlag
 from ..storage import DRAW_FIELDS, ChainMeta, ChainWriter, sidecar_path
-from ..vocab import PARAM_NAMES, PHASE_FAILED, PHASE_STOPPED
+from ..vocab import PARAM_NAMES, PHASE_FAILED, PHASE_STOPPED, TRIGGER_AUTO
 from .converged import forget
 from .loop import ChainOutcome, _Loop
 from .progress import ProgressWriter
@@ -165,6 +167,7 @@ def _start_and_run(
         start = None
         if config.sampler.fast_start:
             start = fast_start(setup, likelihood, posterior, report=progress)
+        _choose_trigger(setup, likelihood, start)
         sampler = _make_sampler(config, posterior, start)
         state, current = first_state(setup, posterior, sampler, start)
         first = 0
@@ -172,6 +175,34 @@ def _start_and_run(
     if resumed is None and start is not None:
         loop.commit(state, current, 0)  # the search is never repeated
     return loop.run(state, current, first, rank.pair_passes - passes0)
+
+
+def _choose_trigger(
+    setup: ChainSetup, likelihood: DistributedLikelihood, start: StartResult | None
+) -> None:
+    """``engine.trigger: auto``, a fresh chain: time one exact and one truncated pass at the
+    start's mode (or the initial values) on the chain's ranks and keep the faster
+    (:mod:`hawkes_cli.engine.choice`); log the choice and both times. The choice is part of the
+    truncation state every checkpoint records, so a resume continues with it, never timing
+    again (:func:`.resume.resume`)."""
+    config = setup.config
+    if config.engine.trigger != TRIGGER_AUTO:
+        return
+    if start is not None:
+        values = dict(zip(PARAM_NAMES, (math.exp(v) for v in start.theta), strict=True))
+    else:
+        values = dict(setup.initial)
+    choice = likelihood.choose_trigger(Params(**values))
+    if choice is None:
+        return
+    log.info(
+        "chain %d: engine.trigger auto: %s on %d rank(s); sigma_x %.4g, sigma_t %.4g",
+        setup.chain_id,
+        choice.describe(),
+        setup.rank.comm.size,
+        values["sigma_x"],
+        values["sigma_t"],
+    )
 
 
 def _end_quietly(progress: ProgressWriter, phase: str) -> None:

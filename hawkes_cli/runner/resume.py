@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from ..distributed import ChainSetup, DistributedLikelihood
+from ..engine.choice import TriggerChoice
 from ..errors import StorageError
 from ..posterior import Density, LogPosterior
 from ..rundir import Checkpoint
@@ -71,6 +72,15 @@ def check_record(setup: ChainSetup, where: str, record: Mapping[str, Any] | None
             "restore the checkpoint, or start over with --overwrite"
         )
     start_result(checkpoint, where)
+    chosen = (checkpoint.truncation or {}).get("trigger")
+    if chosen is not None:
+        try:
+            TriggerChoice.from_json(chosen)
+        except ValueError as exc:
+            raise StorageError(
+                f"{where}: checkpoint member 'truncation' holds no trigger choice ({exc}); "
+                "restore the checkpoint, or start over with --overwrite"
+            ) from exc
 
 
 def start_result(checkpoint: Checkpoint, where: str) -> StartResult | None:
@@ -92,7 +102,8 @@ def resume(
     posterior: LogPosterior,
     checkpoint: Checkpoint,
 ) -> tuple[SamplerState, Density]:
-    """Continue from ``checkpoint``: sampler state, both random streams, truncation cut-off.
+    """Continue from ``checkpoint``: sampler state, both random streams, truncation cut-off
+    (with the trigger ``engine.trigger: auto`` chose at the chain's start, not timed again).
 
     A chain resumed at or after the end of warm-up keeps the checkpoint's cut-off fixed
     (:meth:`~hawkes_cli.distributed.ChainRank.fix_cutoff`, its counts of bounds above the
