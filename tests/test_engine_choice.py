@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import logging
 import math
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -29,12 +32,13 @@ from hawkes_cli.engine.choice import (
     trigger_switch,
 )
 from hawkes_cli.errors import UsageError
+from hawkes_cli.model import PARAM_NAMES
 from hawkes_cli.rundir import RunDir
 from hawkes_cli.runner import run_chain
 from hawkes_cli.storage import read_chain, read_sidecar
 from hawkes_cli.vocab import EXACT_SLOWER_BY, TRIGGERS
 from tests.conftest import PARAMS, make_events
-from tests.test_runner import StopAfter, events, write_config  # noqa: F401
+from tests.test_runner import StopAfter, cli, events, write_config  # noqa: F401
 
 # --------------------------------------------------------------------------- the rule
 
@@ -287,10 +291,13 @@ def test_a_chain_records_its_choice_and_a_resume_reuses_it(
     monkeypatch.setattr(choice, "choose", lambda exact, truncated: forced)
     whole = load_config(write_config(tmp_path, events, "whole", **CHAIN))
     assert whole.engine.trigger == "auto"
-    with caplog.at_level(logging.INFO, logger="hawkes_cli.runner.chain"):
+    with caplog.at_level(logging.INFO, logger="hawkes_cli.runner"):
         run_chain(whole, 0)
     lines = [r.getMessage() for r in caplog.records if "engine.trigger auto" in r.getMessage()]
     assert len(lines) == 1 and "exact pass" in lines[0] and "truncated pass" in lines[0]
+    # a chain running the exact pair sum has no truncation cut-off to speak of after warm-up
+    fixed = [r for r in caplog.records if "truncation cut-off fixed" in r.getMessage()]
+    assert len(fixed) == (forced == "truncated")
     recorded = _checkpoint(whole)["truncation"]["trigger"]
     assert recorded["trigger"] == forced and recorded["truncated_seconds"] > 0
 
@@ -329,3 +336,28 @@ def test_a_chain_with_a_given_trigger_never_times(tmp_path, events, monkeypatch,
         assert truncation is None  # the plain pair sum, as tolerance 0
     else:
         assert truncation["kappa"] > 0 and "trigger" not in truncation
+
+
+@pytest.mark.mpi
+def test_the_ranks_of_a_chain_make_one_choice(tmp_path, events):
+    """Two ranks time their own rows and take the slower rank's times: one choice, recorded by
+    rank 0 and run by both. The draws are those of a serial chain given that trigger: to
+    rounding when exact (a rank left truncating would be off by its truncation error), within
+    twice the tolerance when truncated (rows are split differently, as in
+    ``test_mpi_ranks_give_the_serial_chain``)."""
+    path = write_config(tmp_path, events, "mpi-auto", chains__gpus_per_chain=2, **CHAIN)
+    mpiexec = str(Path(sys.executable).with_name("mpiexec"))
+    proc = subprocess.run(
+        [mpiexec, "-n", "2", *cli("chain", str(path), "--chain", "0")],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    cfg = load_config(path)
+    chosen = _checkpoint(cfg)["truncation"]["trigger"]["trigger"]
+    serial = load_config(write_config(tmp_path, events, "serial", engine__trigger=chosen, **CHAIN))
+    run_chain(serial, 0)
+    a, b = _draws(serial), _draws(cfg)
+    for name in (*PARAM_NAMES, "iteration", "accepted"):
+        np.testing.assert_array_equal(b[name], a[name], err_msg=name)
+    atol = 1e-8 if chosen == "exact" else 2 * TOLERANCE
+    np.testing.assert_allclose(b["loglik"], a["loglik"], rtol=0, atol=atol)

@@ -40,7 +40,7 @@ from ..sampler import Sampler, SamplerState, StepInfo
 from ..start import StartResult
 from ..stop import StopFlag
 from ..storage import ChainWriter
-from ..vocab import PARAM_NAMES, PHASE_FINISHED, PHASE_STOPPED, STOP_CONVERGED
+from ..vocab import PARAM_NAMES, PHASE_FINISHED, PHASE_STOPPED, STOP_CONVERGED, TRIGGER_EXACT
 from .converged import LOOK_SECONDS, found, run_converged
 from .progress import ProgressWriter
 
@@ -224,11 +224,13 @@ class _Loop:
         if it >= setup.config.sampler.warmup and rank.adapt_cutoff:
             # end of warm-up: the target stays the same from here on (every rank)
             self.likelihood.fix_cutoff()
-            if rank.truncation_state() is not None:
+            cutoff = rank.truncation_state()
+            chosen = (cutoff or {}).get("trigger") or {}
+            if cutoff is not None and chosen.get("trigger") != TRIGGER_EXACT:
                 log.info(
                     "chain %d: warm-up over; truncation cut-off fixed at %s",
                     setup.chain_id,
-                    rank.truncation_state(),
+                    cutoff,
                 )
         self.posterior.pin(state.theta)
         return self.likelihood.boundary_stop()
