@@ -38,7 +38,9 @@ class SamplerState:
     scales
         ``univariate``: per-coordinate proposal sd (length ``d``). ``block``: ``(f,)``, the
         global proposal factor. ``tiered``: ``(f_expensive, f_cheap)``, the global factors of
-        the expensive and the cheap block moves.
+        the expensive and the cheap block moves; with ``expensive_move="auto"``
+        ``(f_coupled, f_cheap, f_conditional)`` (a 2-factor state, from before that move
+        existed, reads as ``f_conditional = f_coupled``).
     kind
         One of :data:`SAMPLER_KINDS`; the sampler that made this state.
     n_steps, n_accepted
@@ -98,10 +100,12 @@ class SamplerState:
                 f"sampler state log_target must be finite, got {self.log_target!r}; "
                 "start the chain at a point inside the support"
             )
-        n_scales = {"univariate": d, "block": 1, "tiered": 2}[self.kind]
-        if len(self.scales) != n_scales:
+        # tiered: (f_e, f_c), or (f_e, f_c, f_conditional) with expensive_move "auto"
+        n_scales = {"univariate": (d,), "block": (1,), "tiered": (2, 3)}[self.kind]
+        if len(self.scales) not in n_scales:
+            wanted = " or ".join(str(n) for n in n_scales)
             raise ValueError(
-                f"{self.kind} sampler state needs {n_scales} scale(s), got {len(self.scales)}"
+                f"{self.kind} sampler state needs {wanted} scale(s), got {len(self.scales)}"
             )
         if not all(math.isfinite(s) and s > 0 for s in self.scales):
             raise ValueError(f"proposal scales must be finite and > 0, got {self.scales}")

@@ -45,6 +45,17 @@ class _TieredParts(NamedTuple):
     expensive: np.ndarray  # (d, k): increment = f_e * expensive @ z, z ~ N(0, I_k)
     cheap: np.ndarray  # (d, c): cheap increment = f_c * cheap @ z (rows of e exactly 0)
     jump_dir: np.ndarray  # (d,): cheap-block regression on the jump coordinate (1 there, 0 on e)
+    conditional: np.ndarray | None  # (d, k), "auto" only: the conditional move's increment
+    kappa: float  # "auto" only: min_j (S_e|c)_jj / (S_ee)_jj, the conditional's reach
+
+
+class _ExpensiveTally(NamedTuple):
+    """What a step's expensive moves did: accepted moves, and per kind (coupled, conditional)
+    the mean acceptance probability and the number of moves."""
+
+    accepted: int
+    alpha: tuple[float, float]
+    moves: tuple[int, int]
 
 
 class _Adaptation(NamedTuple):
@@ -170,6 +181,29 @@ class TieredSampler:
            ``delta_e ~ f_e N(0, (2.38^2/|e|) S_e|c)``, cheap block fixed.
        ``"joint"``
            ``delta ~ f_e N(0, (2.38^2/d) S)`` on all coordinates.
+       ``"auto"`` (default)
+           ``"coupled"`` or ``"conditional"``, each with its own factor (``f_e`` and ``f_d``).
+           While adapting the expensive moves alternate between the two (move ``k`` of the
+           chain, counting ``n_expensive`` per step: coupled when ``k`` is even), each factor
+           steered by its own moves' acceptance. After warm-up every expensive move is of the
+           one kind that takes the larger steps at the same acceptance rate, measured in the
+           marginal scale of the expensive coordinate worst off: ``"coupled"`` when
+           ``f_e^2 >= kappa f_d^2``, ``kappa = min_j (S_e|c)_jj / (S_ee)_jj`` (the share of
+           ``theta_e[j]``'s variance the conditional move can reach), else ``"conditional"``.
+           Why: the coupled move rides on the regression ``B``, which amplifies the
+           estimate's errors by ``sd_c / sd_e`` (about 15 for ``tau_t`` on ``sigma_x``). On a
+           curved ridge (a non-Gaussian target), whose cheap moves mix slowly, the windowed
+           ``S`` picks up spurious ``c``-``e`` covariances (the approach from a dispersed start,
+           the slow wander along the ridge); the coupled proposals then leave the ridge, ``f_e``
+           shrinks, the expensive block crawls and the next windows see the same spurious
+           covariance. Such a chain barely moves ``sigma_x``; which chains it hits depends on
+           the seed and on ``n_cheap`` (which changes the whole warm-up path), so it looked
+           like a matter of ``n_cheap``. The conditional move needs no ``B``; on a Gaussian
+           target with strong ``c``-``e`` correlations the coupled move is the better one and
+           is kept. The choice depends on the frozen adaptation only (a state from before
+           ``"auto"``, with two factors, reads ``f_d = f_e`` and keeps the coupled move, as
+           ``kappa <= 1``), so the kernel after warm-up is fixed; both kinds draw ``|e|``
+           normals, so the draw layout of :meth:`step` is that of ``"coupled"``.
 
        Each increment law is symmetric (``delta`` and ``-delta`` equally likely; ``"coupled"``
        is a symmetric law on a ``|e|``-dimensional subspace), so the plain Metropolis ratio
@@ -204,8 +238,9 @@ class TieredSampler:
     transient is forgotten. ``S0`` starts as the ``cov`` given to :meth:`init` (e.g. the
     inverse Hessian at the mode) or ``diag(initial_scale^2)``. The factors follow
     Robbins-Monro, ``log f += (n_adapt + 1)^-0.6 (alpha - target)``, with ``alpha`` the mean MH
-    acceptance probability over the step's expensive moves (``f_e``) or its cheap moves
-    (``f_c``).
+    acceptance probability over the step's expensive moves (``f_e``; with ``"auto"`` its
+    coupled ones for ``f_e`` and its conditional ones for ``f_d``, a factor without moves in
+    the step unchanged) or its cheap moves (``f_c``).
 
     Parameters
     ----------
@@ -225,7 +260,7 @@ class TieredSampler:
     initial_scale
         Prior posterior sd per coordinate when :meth:`init` gets no ``cov``.
     expensive_move
-        ``"coupled"``, ``"conditional"`` or ``"joint"`` (see above).
+        ``"auto"``, ``"coupled"``, ``"conditional"`` or ``"joint"`` (see above).
     jump_prob
         Probability of the mode-jumping move in a step (0 disables it).
     jump_index
@@ -245,7 +280,7 @@ class TieredSampler:
     """
 
     kind = "tiered"
-    EXPENSIVE_MOVES: tuple[str, ...] = ("coupled", "conditional", "joint")
+    EXPENSIVE_MOVES: tuple[str, ...] = ("auto", "coupled", "conditional", "joint")
 
     def __init__(
         self,
@@ -257,7 +292,7 @@ class TieredSampler:
         target_accept: float | None = None,
         cheap_target_accept: float | None = None,
         initial_scale: float = DEFAULT_INITIAL_SCALE,
-        expensive_move: str = "coupled",
+        expensive_move: str = "auto",
         jump_prob: float = DEFAULT_JUMP_PROB,
         jump_index: int | None = 1,
         jump_range: tuple[float, float] | None = (1.0, 6.0),
@@ -366,7 +401,7 @@ class TieredSampler:
         return SamplerState(
             theta=theta,
             log_target=float(log_target),
-            scales=(1.0, 1.0),
+            scales=(1.0, 1.0, 1.0) if self.expensive_move == "auto" else (1.0, 1.0),
             kind=self.kind,
             proposals=(0, 0, 0),
             accepts=(0, 0, 0),
@@ -399,17 +434,23 @@ class TieredSampler:
         s_c_e = s_cc - reg @ s_ce.T
         s_c_e = 0.5 * (s_c_e + s_c_e.T)
         d = self.dim
+        conditional, kappa = None, 1.0
         if self.expensive_move == "joint":
             expensive = _cholesky((AM_SCALE / d) * cov, "joint")
         else:
             expensive = np.zeros((d, len(e)))
-            if self.expensive_move == "coupled":
+            if self.expensive_move in ("coupled", "auto"):
                 l_e = _cholesky((AM_SCALE / len(e)) * s_ee, "expensive")
                 expensive[c, :] = reg @ l_e
-            else:
+                expensive[e, :] = l_e
+            if self.expensive_move in ("conditional", "auto"):
                 s_e_c = s_ee - s_ce.T @ np.linalg.solve(s_cc, s_ce)
-                l_e = _cholesky((AM_SCALE / len(e)) * 0.5 * (s_e_c + s_e_c.T), "expensive")
-            expensive[e, :] = l_e
+                s_e_c = 0.5 * (s_e_c + s_e_c.T)
+                conditional = np.zeros((d, len(e)))
+                conditional[e, :] = _cholesky((AM_SCALE / len(e)) * s_e_c, "expensive")
+                kappa = float(np.min(np.diag(s_e_c) / np.diag(s_ee)))
+            if self.expensive_move == "conditional":
+                expensive, conditional = conditional, None
         cheap = np.zeros((d, len(c)))
         cheap[c, :] = _cholesky((AM_SCALE / len(c)) * s_c_e, "cheap")
         jump_dir = np.zeros(d)
@@ -417,9 +458,37 @@ class TieredSampler:
             j = self.cheap.index(self.jump_index)
             jump_dir[c] = s_c_e[:, j] / s_c_e[j, j]
             jump_dir[self.jump_index] = 1.0
-        parts = _TieredParts(expensive, cheap, jump_dir)
+        parts = _TieredParts(expensive, cheap, jump_dir, conditional, kappa)
         self._parts_key, self._parts = key, parts
         return parts
+
+    def _factors(self, state: SamplerState) -> tuple[float, float, float]:
+        """``(f_e, f_c, f_d)``: the coupled (or only) expensive factor, the cheap one and the
+        conditional one of ``"auto"`` (``f_e`` for a 2-factor state)."""
+        f_e, f_c = state.scales[0], state.scales[1]
+        return f_e, f_c, state.scales[2] if len(state.scales) > 2 else f_e
+
+    def frozen_move(self, state: SamplerState) -> str:
+        """The expensive move a frozen (not adapting) step of ``state`` makes: the
+        ``expensive_move`` setting, or for ``"auto"`` ``"coupled"`` when ``f_e^2 >= kappa
+        f_d^2`` and ``"conditional"`` otherwise (see the class notes)."""
+        if self.expensive_move != "auto":
+            return self.expensive_move
+        f_e, _, f_d = self._factors(state)
+        kappa = self._proposal_parts(state).kappa
+        return "coupled" if f_e * f_e >= kappa * f_d * f_d else "conditional"
+
+    def _coupled_moves(self, state: SamplerState, adapt: bool) -> tuple[bool, ...]:
+        """Per expensive move of the step, whether it is of the coupled kind (``"auto"``: the
+        matrix ``parts.expensive`` and factor ``f_e``) or the conditional one
+        (``parts.conditional``, ``f_d``); all True for the other settings."""
+        n_e = self.n_expensive
+        if self.expensive_move != "auto":
+            return (True,) * n_e
+        if adapt:
+            first = state.n_steps * n_e
+            return tuple((first + i) % 2 == 0 for i in range(n_e))
+        return (self.frozen_move(state) == "coupled",) * n_e
 
     def _window_ends(self, n_adapt: int) -> bool:
         """Whether an adaptation window ends after ``n_adapt`` adapting steps."""
@@ -443,25 +512,30 @@ class TieredSampler:
         from ``rng``, in order: :attr:`n_normals` standard normals (expensive moves, cheap
         moves, jump noise), then :attr:`n_uniforms` uniforms (expensive accepts, cheap
         accepts, jump: do, sign, kind, size, accept), all of them every step. With
-        ``n_expensive=1`` this is the layout of the sampler before the option existed.
+        ``n_expensive=1`` this is the layout of the sampler before the option existed; the
+        ``"auto"`` move's kinds draw alike (``|e|`` normals, one uniform), its choice of kind
+        (:meth:`frozen_move`, or alternating while ``adapt``) draws nothing.
+        ``StepInfo.proposal_scale`` is the factor of the step's first expensive move.
         """
         check_state(state, self.kind, self.dim)
         normals = rng.standard_normal(self.n_normals)
         uniforms = rng.random(self.n_uniforms)
         parts = self._proposal_parts(state)
+        coupled = self._coupled_moves(state, adapt)
         walk = _Walk(np.array(state.theta, dtype=float), state.log_target, log_density)
         n_e, n_c = self.n_expensive, self.n_cheap
         cut_e = self._k_expensive * n_e  # normals: expensive | cheap | jump noise
         cut_c = cut_e + n_c * len(self.cheap)
         z_e = normals[:cut_e].reshape(n_e, self._k_expensive)
         z_c = normals[cut_e:cut_c].reshape(n_c, len(self.cheap))
-        expensive_accepted, alpha_e = self._expensive_moves(walk, parts, state, z_e, uniforms)
+        tally = self._expensive_moves(walk, parts, state, z_e, uniforms, coupled)
+        expensive_accepted = tally.accepted
         cheap_accepted, alpha_c = self._cheap_moves(walk, parts, state, z_c, uniforms[n_e:])
         jump_proposed, jump_accepted = self._mode_jump(
             walk, parts, state, normals[cut_c:], uniforms[n_e + n_c :]
         )
         if adapt:
-            kept = self._adapt(state, walk.theta, alpha_e, alpha_c)
+            kept = self._adapt(state, walk.theta, tally, alpha_c)
         else:
             kept = _Adaptation(
                 state.scales, state.n_adapt, state.window, state.mean, state.m2, state.cov0
@@ -487,7 +561,7 @@ class TieredSampler:
         info = StepInfo(
             accepted=expensive_accepted > 0,
             coordinate=-2,
-            proposal_scale=state.scales[0],
+            proposal_scale=self._factors(state)[0 if coupled[0] else 2],
             n_proposals=walk.calls,
             n_accepted=expensive_accepted + cheap_accepted + int(jump_accepted),
             expensive_accepted=expensive_accepted,
@@ -506,18 +580,27 @@ class TieredSampler:
         state: SamplerState,
         z: np.ndarray,
         uniforms: np.ndarray,
-    ) -> tuple[int, float]:
-        """Step 1: the expensive moves (``z`` shape ``(n_expensive, k)``, one uniform each).
+        coupled: tuple[bool, ...],
+    ) -> _ExpensiveTally:
+        """Step 1: the expensive moves (``z`` shape ``(n_expensive, k)``, one uniform each;
+        ``coupled``: per move, its kind, see :meth:`_coupled_moves`).
 
-        Returns the moves accepted and their mean acceptance probability.
+        Returns the moves accepted and, per kind, the mean acceptance probability and the
+        number of moves.
         """
-        f_e, n_e = state.scales[0], self.n_expensive
-        accepted, alpha = 0, 0.0
-        for i in range(n_e):
-            a, ok = walk.propose(walk.theta + f_e * (parts.expensive @ z[i]), float(uniforms[i]))
-            alpha += a / n_e
+        f_e, _, f_d = self._factors(state)
+        moves = (sum(coupled), len(coupled) - sum(coupled))
+        accepted, alpha = 0, [0.0, 0.0]
+        for i, is_coupled in enumerate(coupled):
+            if is_coupled:
+                increment = f_e * (parts.expensive @ z[i])
+            else:
+                increment = f_d * (parts.conditional @ z[i])  # type: ignore[operator]
+            a, ok = walk.propose(walk.theta + increment, float(uniforms[i]))
+            kind = 0 if is_coupled else 1
+            alpha[kind] += a / moves[kind]
             accepted += ok
-        return accepted, alpha
+        return _ExpensiveTally(accepted, (alpha[0], alpha[1]), moves)
 
     def _cheap_moves(
         self,
@@ -565,13 +648,22 @@ class TieredSampler:
         return True, accepted
 
     def _adapt(
-        self, state: SamplerState, theta: np.ndarray, alpha_e: float, alpha_c: float
+        self, state: SamplerState, theta: np.ndarray, tally: _ExpensiveTally, alpha_c: float
     ) -> _Adaptation:
-        """The factors' Robbins-Monro steps and the window's Welford update with the step's
-        final ``theta``; at a window's end ``cov0`` becomes the blend and the window empties."""
-        f_e, f_c = state.scales
+        """The factors' Robbins-Monro steps (each expensive factor on the mean acceptance
+        probability of its own moves in the step, unchanged without any) and the window's
+        Welford update with the step's final ``theta``; at a window's end ``cov0`` becomes the
+        blend and the window empties."""
+        f_e, f_c, f_d = self._factors(state)
         n_adapt = state.n_adapt
-        new_fe = math.exp(adapted_log_factor(f_e, n_adapt, alpha_e, self.target_accept))
+        # "auto" with one expensive move per step adapts each factor every other step: its
+        # Robbins-Monro gain counts its own updates, as a factor adapted every step does
+        j_e = n_adapt // 2 if self.expensive_move == "auto" and self.n_expensive == 1 else n_adapt
+        new_e = []
+        for f, a, m in zip((f_e, f_d), tally.alpha, tally.moves, strict=True):
+            target = self.target_accept
+            new_e.append(math.exp(adapted_log_factor(f, j_e, a, target)) if m else f)
+        new_fe, new_fd = new_e
         new_fc = f_c
         if self.n_cheap:
             alpha = alpha_c / self.n_cheap
@@ -592,4 +684,5 @@ class TieredSampler:
             )
             cov0 = tuple(blended.reshape(-1).tolist())
             window, mean, m2 = 0, (), ()
-        return _Adaptation((new_fe, new_fc), n_adapt, window, mean, m2, cov0)
+        scales = (new_fe, new_fc, new_fd) if self.expensive_move == "auto" else (new_fe, new_fc)
+        return _Adaptation(scales, n_adapt, window, mean, m2, cov0)
