@@ -134,6 +134,24 @@ def test_tiered_settings_are_read(tmp_path):
     assert from_text(other, tmp_path).sampler.kind == "block"
 
 
+def test_the_expensive_move_reaches_the_tiered_sampler(tmp_path):
+    """sampler.expensive_move is read, refused outside the vocabulary, handed to the sampler,
+    and at its default (coupled) leaves a config's hash as it was before the key existed."""
+    from types import SimpleNamespace
+
+    from hawkes_cli.runner.chain import _make_sampler
+
+    cfg = from_text(with_section("sampler", "expensive_move: auto"), tmp_path)
+    posterior = SimpleNamespace(cheap=(0, 1, 2), names=PARAM_NAMES)
+    assert _make_sampler(cfg, posterior).expensive_move == "auto"  # type: ignore[arg-type]
+    plain = from_text(with_section("sampler", "kind: tiered"), tmp_path)
+    assert _make_sampler(plain, posterior).expensive_move == "coupled"  # type: ignore[arg-type]
+    named = from_text(with_section("sampler", "kind: tiered, expensive_move: coupled"), tmp_path)
+    assert named.sha256 == plain.sha256 and named.sha256 != cfg.sha256
+    with raises("expensive_move"):
+        from_text(with_section("sampler", "expensive_move: gibbs"), tmp_path)
+
+
 def test_null_takes_the_default(tmp_path):
     text = "data: {events: ev.h5}\nsampler: {thin: null, seed: null}\nslurm:\nchains: null\n"
     cfg = from_text(text, tmp_path)
@@ -536,12 +554,13 @@ def test_to_yaml_round_trip_gives_equal_config_and_hash(tmp_path):
     assert again.to_yaml() == text
     # the resolved mapping is plain YAML with every key of every section, in order, except a
     # key added later at the value that leaves older runs' hash alone (sampler.n_expensive: 1,
-    # sampler.stop_when: iterations, model.edge: none, engine.trigger: auto)
+    # sampler.stop_when: iterations, sampler.expensive_move: coupled, model.edge: none,
+    # engine.trigger: auto)
     mapping = yaml.safe_load(text)
     assert list(mapping) == list(SECTIONS)
     for section in SECTIONS:
         later = {
-            "sampler": ("n_expensive", "stop_when"),
+            "sampler": ("n_expensive", "stop_when", "expensive_move"),
             "model": ("edge",),
             "engine": ("trigger",),
         }.get(section, ())

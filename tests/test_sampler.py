@@ -720,9 +720,7 @@ def test_tiered_one_expensive_move_draws_as_before() -> None:
         z = replay.standard_normal(sampler.n_normals)
         u = replay.random(sampler.n_uniforms)
         parts = sampler._proposal_parts(state)
-        # the default "auto" move, frozen at equal factors, is the coupled one (kappa <= 1)
-        assert sampler.frozen_move(state) == "coupled"
-        f_e, f_c = state.scales[:2]
+        f_e, f_c = state.scales
         theta = np.array(state.theta)
         prop = theta + f_e * (parts.expensive @ z[:2])
         lt = state.log_target
@@ -758,11 +756,7 @@ def test_tiered_step_info_is_consistent() -> None:
         assert info.n_accepted == info.accepted + info.cheap_accepted + info.jump_accepted
         assert info.cheap_proposed == 4 and 0 <= info.cheap_accepted <= 4
         assert info.jump_accepted <= info.jump_proposed
-        # "auto": the coupled move's factor (first) or the conditional one's (third); while
-        # adapting the kinds alternate, frozen they are one
-        coupled = sampler._coupled_moves(before, it < 200)[0]
-        assert it >= 200 or coupled == (it % 2 == 0)
-        assert info.proposal_scale == before.scales[0 if coupled else 2]
+        assert info.proposal_scale == before.scales[0]
         if info.target_call >= 0:
             assert values[info.target_call] == (state.theta, state.log_target)
         else:

@@ -73,6 +73,7 @@ def _sigma_x_draws(
     draws, moves = [], []
     for chain in range(CHAINS):
         rng = np.random.default_rng([41, n_cheap, chain])
+        options = {"expensive_move": "auto", **options}
         sampler = TieredSampler(5, n_cheap=n_cheap, **options)  # type: ignore[arg-type]
         theta = MEAN + 3.0 * SD * rng.standard_normal(5)
         state = sampler.init(theta, target(theta), cov=cov)  # type: ignore[operator]
@@ -126,7 +127,7 @@ def test_auto_keeps_the_coupled_move_where_it_pays() -> None:
 def test_auto_alternates_while_adapting_and_freezes_one_kind() -> None:
     """While adapting, moves alternate coupled / conditional, each kind steering its own factor;
     frozen, the kind follows ``f_e^2 >= kappa f_d^2``."""
-    sampler = TieredSampler(5, n_cheap=2, jump_prob=0.0, n_expensive=3)
+    sampler = TieredSampler(5, n_cheap=2, jump_prob=0.0, n_expensive=3, expensive_move="auto")
     rng = np.random.default_rng(3)
     state = sampler.init(MEAN, log_bent(MEAN), cov=COV)
     assert state.scales == (1.0, 1.0, 1.0)
@@ -148,7 +149,7 @@ def test_auto_alternates_while_adapting_and_freezes_one_kind() -> None:
 def test_two_factor_state_resumes_with_the_coupled_move() -> None:
     """A checkpoint from before "auto" (two factors) is accepted; frozen, it continues with
     the coupled move it was made by (``f_d = f_e`` and ``kappa <= 1``), bit for bit."""
-    auto = TieredSampler(5, n_cheap=3)
+    auto = TieredSampler(5, n_cheap=3, expensive_move="auto")
     coupled = TieredSampler(5, n_cheap=3, expensive_move="coupled")
     old = coupled.init(MEAN, log_bent(MEAN), cov=COV)
     assert len(old.scales) == 2

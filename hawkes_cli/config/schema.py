@@ -26,6 +26,7 @@ from ..vocab import (
     DEFAULT_COMMIT_EVERY,
     DEFAULT_EDGE,
     DEFAULT_ENGINE,
+    DEFAULT_EXPENSIVE_MOVE,
     DEFAULT_GPUS_PER_CHAIN,
     DEFAULT_GPUS_PER_NODE,
     DEFAULT_INITIAL_SCALE,
@@ -48,6 +49,7 @@ from ..vocab import (
     DEFAULT_TRIGGER,
     EDGES,
     ENGINES,
+    EXPENSIVE_MOVES,
     MODELS,
     PARAM_NAMES,
     PRECISIONS,
@@ -207,6 +209,9 @@ class SamplerConfig:
         each, in ``[1, MAX_N_EXPENSIVE]``; several share one location redraw's cost.
     jump_prob
         ``tiered`` only: probability of the mode-jumping move in an iteration, in [0, 1].
+    expensive_move
+        ``tiered`` only: one of :data:`~hawkes_cli.vocab.EXPENSIVE_MOVES`, the kind of the
+        ``sigma_x``, ``sigma_t`` moves (:class:`hawkes_cli.sampler.tiered.TieredSampler`).
     start_subsample
         ``initial: auto`` only: events (a seeded random subsample, the same for every chain)
         whose scaled log-likelihood the mode search runs on; data sets with no more events are
@@ -240,6 +245,10 @@ class SamplerConfig:
         metadata=integer(minimum=1, maximum=MAX_N_EXPENSIVE) | {OMIT_WHEN: DEFAULT_N_EXPENSIVE},
     )
     jump_prob: float = field(default=DEFAULT_JUMP_PROB, metadata=number(ge=0, le=1))
+    expensive_move: str = field(
+        default=DEFAULT_EXPENSIVE_MOVE,
+        metadata=choice(EXPENSIVE_MOVES) | {OMIT_WHEN: DEFAULT_EXPENSIVE_MOVE},
+    )
     start_subsample: int = field(
         default=DEFAULT_START_SUBSAMPLE, metadata=integer(minimum=100, maximum=MAX_ITERATIONS)
     )

@@ -228,6 +228,7 @@ def _make_sampler(
             "n_cheap": sc.n_cheap,
             "n_expensive": sc.n_expensive,
             "jump_prob": sc.jump_prob,
+            "expensive_move": sc.expensive_move,
             "jump_vectors": () if start is None else start.jump_vectors(),
         }
     return make_sampler(

@@ -9,7 +9,14 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ..vocab import DEFAULT_INITIAL_SCALE, DEFAULT_JUMP_PROB, DEFAULT_N_CHEAP, DEFAULT_N_EXPENSIVE
+from ..vocab import (
+    DEFAULT_EXPENSIVE_MOVE,
+    DEFAULT_INITIAL_SCALE,
+    DEFAULT_JUMP_PROB,
+    DEFAULT_N_CHEAP,
+    DEFAULT_N_EXPENSIVE,
+    EXPENSIVE_MOVES,
+)
 from .adapt import (
     acceptance_probability,
     adapted_log_factor,
@@ -171,7 +178,7 @@ class TieredSampler:
        starts from where the one before left the chain). ``expensive_move`` chooses the
        increment:
 
-       ``"coupled"`` (default)
+       ``"coupled"`` (:data:`~hawkes_cli.vocab.DEFAULT_EXPENSIVE_MOVE`)
            ``delta_e = f_e L_e z`` with ``L_e L_e^T = (2.38^2 / |e|) S_ee`` and the cheap block
            shifted along its regression on the expensive one, ``delta_c = B delta_e``. On a
            Gaussian target the residual ``theta_c - B theta_e`` is independent of ``theta_e``,
@@ -181,7 +188,7 @@ class TieredSampler:
            ``delta_e ~ f_e N(0, (2.38^2/|e|) S_e|c)``, cheap block fixed.
        ``"joint"``
            ``delta ~ f_e N(0, (2.38^2/d) S)`` on all coordinates.
-       ``"auto"`` (default)
+       ``"auto"`` (``sampler.expensive_move: auto``)
            ``"coupled"`` or ``"conditional"``, each with its own factor (``f_e`` and ``f_d``).
            While adapting the expensive moves alternate between the two (move ``k`` of the
            chain, counting ``n_expensive`` per step: coupled when ``k`` is even), each factor
@@ -280,7 +287,7 @@ class TieredSampler:
     """
 
     kind = "tiered"
-    EXPENSIVE_MOVES: tuple[str, ...] = ("auto", "coupled", "conditional", "joint")
+    EXPENSIVE_MOVES: tuple[str, ...] = EXPENSIVE_MOVES
 
     def __init__(
         self,
@@ -292,7 +299,7 @@ class TieredSampler:
         target_accept: float | None = None,
         cheap_target_accept: float | None = None,
         initial_scale: float = DEFAULT_INITIAL_SCALE,
-        expensive_move: str = "auto",
+        expensive_move: str = DEFAULT_EXPENSIVE_MOVE,
         jump_prob: float = DEFAULT_JUMP_PROB,
         jump_index: int | None = 1,
         jump_range: tuple[float, float] | None = (1.0, 6.0),
