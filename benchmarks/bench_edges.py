@@ -6,8 +6,12 @@ the land dropped: exactly ``model.edge: censored``), and for ``edge`` in (censor
 posterior mode of the five log-parameters by Newton's method (gradient and Hessian by central
 differences, on the MCMC engine: OpenCL float32, truncated trigger), the posterior sd from the
 Hessian, and for xi0, sigma_x and sigma_t the truth's distance from the mode in posterior sds.
-Priors are the runs' (the paper's N(0, 1) on each log-parameter). A converged MCMC run of the
-same file (``--run``) is put beside it to check the Laplace sds.
+Priors are the runs' (the paper's N(0, 1) on each log-parameter), or with ``--background
+constant`` those of the background's constant-rate limit that the simulation draws from
+(``tau_t`` ~ LogNormal(log 1e5 days, 0.1), far beyond the window, and ``mu0`` wide around the
+value giving the background count; ``benchmarks/bench_sbc.py`` explains why only that limit is a
+law to simulate from). A converged MCMC run of the same file (``--run``) is put beside it to
+check the Laplace sds.
 
 Usage::
 
@@ -34,6 +38,21 @@ sys.path.insert(0, str(HERE.parent))
 
 CHECKED = ("xi0", "sigma_x", "sigma_t")
 STEP = 0.004  # central-difference step in each log-parameter (~1-2 posterior sds at 200k)
+CONSTANT_TAU_T = 1e5  # days: the background's constant limit (window 700 days)
+
+
+def priors_for(background: str, xi0: float, t_end: float) -> dict[str, tuple[str, tuple]]:
+    """Each parameter's prior (family, args) for ``--background`` (module docstring)."""
+    paper = {k: ("normal", (0.0, 1.0)) for k in ("mu0", "tau_t", *CHECKED)}
+    if background == "paper":
+        return paper
+    # mu0 * N * t_end / (sqrt(2 pi) tau_t) background events, (1 - xi0) N of them
+    mu0 = (1.0 - xi0) * math.sqrt(2 * math.pi) * CONSTANT_TAU_T / t_end
+    return {
+        **paper,
+        "mu0": ("lognormal", (math.log(mu0), 1.0)),
+        "tau_t": ("lognormal", (math.log(CONSTANT_TAU_T), 0.1)),
+    }
 
 
 def _hessian(f, theta: np.ndarray, h: float) -> tuple[np.ndarray, np.ndarray, float]:
@@ -56,7 +75,7 @@ def _hessian(f, theta: np.ndarray, h: float) -> tuple[np.ndarray, np.ndarray, fl
     return grad, hess, f0
 
 
-def laplace(data, model: int, region, start: dict, steps: int) -> dict:
+def laplace(data, model: int, region, start: dict, steps: int, priors: dict) -> dict:
     """Mode and sds (log scale) of the posterior with the given region (None: edge none)."""
     from hawkes_cli.engine import make_likelihood
     from hawkes_cli.posterior import LogPosterior, to_params
@@ -74,7 +93,7 @@ def laplace(data, model: int, region, start: dict, steps: int) -> dict:
     )
     lik.background_cache_size = 64
     lik.trigger_cache_size = 64
-    post = LogPosterior.from_mapping(lik, {k: Prior("normal", (0.0, 1.0)) for k in start})
+    post = LogPosterior.from_mapping(lik, {k: Prior(*priors[k]) for k in start})
     theta = np.log([start[k] for k in post.names])
     t0 = time.perf_counter()
     trail = []
@@ -105,6 +124,12 @@ def main() -> None:
     ap.add_argument("--name", required=True)
     ap.add_argument("--run", type=Path, default=None, help="a converged MCMC run of the file")
     ap.add_argument("--steps", type=int, default=3, help="Newton steps")
+    ap.add_argument(
+        "--background",
+        choices=("paper", "constant"),
+        default="paper",
+        help="priors of mu0 and tau_t: the paper's, or the constant-rate limit (docstring)",
+    )
     args = ap.parse_args()
     from hawkes_cli.data import load_events
     from hawkes_cli.regions import region_for
@@ -112,10 +137,16 @@ def main() -> None:
     data = load_events(args.events, need_density=args.model == 2)
     truth = dict(data.attrs["true_params"])
     region = region_for(data)
-    start = {"mu0": 2.0, "tau_t": 1300.0, **{k: truth[k] for k in CHECKED}}
+    t_end = float(data.attrs["t_end"])
+    priors = priors_for(args.background, truth["xi0"], t_end)
+    if args.background == "paper":
+        start = {"mu0": 2.0, "tau_t": 1300.0, **{k: truth[k] for k in CHECKED}}
+    else:
+        start = {k: math.exp(priors[k][1][0]) for k in ("mu0", "tau_t")}
+        start.update({k: truth[k] for k in CHECKED})
     rows = {}
     for edge, reg in (("censored", region), ("none", None)):
-        fit = laplace(data, args.model, reg, start, args.steps)
+        fit = laplace(data, args.model, reg, start, args.steps, priors)
         fit["miss_sds"] = {
             k: (math.log(fit["mode"][k]) - math.log(truth[k])) / fit["log_sd"][k] for k in CHECKED
         }
@@ -148,6 +179,8 @@ def main() -> None:
         "truth": truth,
         "attrs": {k: data.attrs.get(k) for k in ("n_discarded_space", "edge", "geography")},
         "machine": f"{platform.machine()} {os.cpu_count()} cores",
+        "background": args.background,
+        "priors": priors,
         "laplace": rows,
         "mcmc": mcmc,
     }
@@ -156,7 +189,13 @@ def main() -> None:
     lines = [
         f"# bench_edges {args.events.name}: N={data.n:,}, model {args.model}, simulated on the "
         f"lower 48 states, offspring off the land dropped "
-        f"({data.attrs.get('n_discarded_space')}); OpenCL float32, tolerance 0.01",
+        f"({data.attrs.get('n_discarded_space')}); OpenCL float32, tolerance 0.01; priors of "
+        f"mu0, tau_t: {args.background}"
+        + (
+            " (the background's constant limit, tau_t ~ 1e5 days)"
+            if args.background == "constant"
+            else " (N(0, 1) on the log scale)"
+        ),
         "Laplace (Newton mode, Hessian sd on the log scale); miss = (log mode - log truth) / sd",
         "parameter  truth      censored: mode  sd(log)  miss   |  none: mode  sd(log)  miss",
     ]
