@@ -805,3 +805,16 @@ def test_unreadable_config_in_chain_files_still_diagnoses(tmp_path):
     assert report.row("tau_t_weeks").median == pytest.approx(report.row("tau_t").median / 7)
     with pytest.raises(UsageError, match="events file"):
         diagnose(report.run_dir, DiagnoseOptions(counties=("36061",)))
+
+
+def test_rhat_of_chains_each_constant_is_infinite_not_an_error():
+    """A chain that has not moved yet (every proposal rejected, as at the start of sampling at
+    1M) makes each split chain constant: the within-chain variance is 0. R's posterior divides
+    and gets Inf; a self-ending chain's convergence check once died here with
+    ZeroDivisionError. Chains all alike stay NaN (posterior's should_return_NA)."""
+    from hawkes_cli.diagnostics.stats import convergence, rhat
+
+    stuck = np.repeat(np.array([[0.1], [0.2], [0.3], [0.4]]), 10, axis=1)  # (chains, draws)
+    assert rhat(stuck) == math.inf
+    assert convergence(stuck)[0] == math.inf  # R-hat first: not converged, no exception
+    assert math.isnan(rhat(np.full((4, 10), 0.5)))

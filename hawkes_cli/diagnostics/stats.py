@@ -224,6 +224,8 @@ def _rhat_basic(x: np.ndarray) -> float:
         chain_var = x.var(axis=1, ddof=1)
         var_between = n * float(np.var(chain_mean, ddof=1))
         var_within = float(np.mean(chain_var))
+        if var_within == 0.0:  # every chain constant, not all alike: R's division gives Inf
+            return math.inf
         return math.sqrt((var_between / var_within + n - 1) / n)
 
 
