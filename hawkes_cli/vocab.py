@@ -21,13 +21,16 @@ MODELS: tuple[int, ...] = (1, 2)
 #: :mod:`hawkes_cli.engine.region`).
 EDGE_NONE = "none"
 EDGE_CENSORED = "censored"
-EDGES: tuple[str, ...] = (EDGE_NONE, EDGE_CENSORED)
+#: ``renormalized``: offspring cannot land outside the study region; each event's trigger
+#: kernel is divided by its mass inside, the compensator is the paper's (DESIGN section 2b).
+EDGE_RENORMALIZED = "renormalized"
+EDGES: tuple[str, ...] = (EDGE_NONE, EDGE_CENSORED, EDGE_RENORMALIZED)
 DEFAULT_EDGE = EDGE_NONE
 #: Study regions of ``hawkes-prep simulate --geography``: a rectangle, or the lower 48 states
 #: (:meth:`hawkes_cli.simulate.CountyMap.conus`).
 GEOGRAPHIES: tuple[str, ...] = ("rectangle", "us")
 #: What becomes of a child displaced off the land (``--edge``): dropped, or redrawn.
-SIMULATE_EDGES: tuple[str, ...] = (EDGE_CENSORED, "renormalized")
+SIMULATE_EDGES: tuple[str, ...] = (EDGE_CENSORED, EDGE_RENORMALIZED)
 
 #: MCMC sampler kinds (``sampler.kind``): ``univariate`` and ``block`` reproduce the paper,
 #: ``tiered`` (the default) spends one trigger pass per iteration and many cheap moves (no
@@ -84,6 +87,18 @@ EXACT_SLOWER_BY = 1.1
 #: (``|ell~ - ell| <= T |ell~|``, default 1e-6); a bound that tight costs nearly the exact pair
 #: sum anyway.
 MIN_TOLERANCE = 1e-3
+
+
+def edge_problem(edge: str, trigger: str) -> str | None:
+    """Why ``model.edge`` cannot run with ``engine.trigger`` (None when it can): the truncated
+    kernels carry no per-source amplitude, so ``renormalized`` needs the exact trigger
+    (``auto`` takes it)."""
+    if edge == EDGE_RENORMALIZED and trigger == TRIGGER_TRUNCATED:
+        return (
+            "model.edge: renormalized needs the exact trigger (the truncated kernels carry no "
+            "per-source amplitude): set engine.trigger: exact or auto, or model.edge: censored"
+        )
+    return None
 
 
 def tolerance_problem(value: float, name: str = "engine.tolerance") -> str | None:

@@ -30,7 +30,7 @@
  * Range: every exponent gets a constant ``shift`` (log2 units; 60 in float32, 0 in float64)
  * and the host multiplies the row by 2^-shift in float64. Terms down to 2^(-126-60) ~ 6e-58
  * survive in float32, far below the 1e-40 floor of lambda, while the largest row
- * (2^60 * density * N) stays below FLT_MAX.
+ * (2^60 * density * a * N, a the renormalized amplitude) stays below FLT_MAX.
  *
  * The two-part coordinates (x = xh + xl) keep float32 distances accurate when coordinates are
  * large (degrees of longitude) and lengthscales small (model 2 at high density): xh - xm is
@@ -156,15 +156,18 @@ static real8 exp2_neg(const real8 y)
 
 /*
  * Trigger terms of row (ti, xi, yi) against the eight sources starting at m:
- *     w_m * 2^( -(ti - t_m) * kt - |x_i - x_m|^2 * kx * w_m )
- * with w_m = density (model 2) or 1 (model 1).
+ *     a_m * w_m * 2^( -(ti - t_m) * kt - |x_i - x_m|^2 * kx * w_m )
+ * with w_m = density (model 2) or 1 (model 1), and a_m = 1 / M_m, the inverse of the source's
+ * trigger mass inside the study region (model.edge: renormalized; amp, a compile-time constant
+ * of each kernel) or 1 (a is then not read).
  */
 static real8 trigger8(const int m, const real ti, const real xi, const real yi,
                       const real xil, const real yil,
                       __global const real *t, __global const real *x, __global const real *y,
                       __global const real *xl, __global const real *yl,
-                      __global const real *w, const real kt, const real kx, const real ktl,
-                      const real kxr, const real shift, const int model2)
+                      __global const real *w, __global const real *a, const real kt,
+                      const real kx, const real ktl, const real kxr, const real shift,
+                      const int model2, const int amp)
 {
     const real8 dt = ti - LOAD8(t, m);
 #if REAL_IS_DOUBLE
@@ -175,19 +178,23 @@ static real8 trigger8(const int m, const real ti, const real xi, const real yi,
     const real8 dy = (yi - LOAD8(y, m)) + (yil - LOAD8(yl, m));
 #endif
     const real8 r2 = dx * dx + dy * dy;
+    real8 v;
     if (model2) {
         const real8 wm = LOAD8(w, m);
-        return wm * exp2_neg(EXPONENT(shift, dt, kt, ktl, r2 * (kx * wm), kxr));
+        v = wm * exp2_neg(EXPONENT(shift, dt, kt, ktl, r2 * (kx * wm), kxr));
+    } else {
+        v = exp2_neg(EXPONENT(shift, dt, kt, ktl, r2 * kx, kxr));
     }
-    return exp2_neg(EXPONENT(shift, dt, kt, ktl, r2 * kx, kxr));
+    return amp ? LOAD8(a, m) * v : v;
 }
 
 /* The trigger sum of row i over its sources m < lo[i] (t_m < t_i strictly). */
 static double trigger_row(const int i, __global const real *t, __global const real *x,
                           __global const real *y, __global const real *xl,
                           __global const real *yl, __global const real *w,
-                          __global const int *lo, const real kt, const real kx, const real ktl,
-                          const real kxr, const real shift, const int model2)
+                          __global const real *a, __global const int *lo, const real kt,
+                          const real kx, const real ktl, const real kxr, const real shift,
+                          const int model2, const int amp)
 {
     const real ti = t[i], xi = x[i], yi = y[i];
 #if REAL_IS_DOUBLE
@@ -203,14 +210,14 @@ static double trigger_row(const int i, __global const real *t, __global const re
         const int end = min(b + BLOCK, full);
         real8 s = (real8)0;
         for (int m = b; m < end; m += 8) {
-            s += trigger8(m, ti, xi, yi, xil, yil, t, x, y, xl, yl, w, kt, kx, ktl, kxr, shift,
-                          model2);
+            s += trigger8(m, ti, xi, yi, xil, yil, t, x, y, xl, yl, w, a, kt, kx, ktl, kxr,
+                          shift, model2, amp);
         }
         acc += HSUM8(s);
     }
     if (full < l) {                      /* last partial chunk: arrays are padded to 8 */
-        const real8 v =
-            trigger8(full, ti, xi, yi, xil, yil, t, x, y, xl, yl, w, kt, kx, ktl, kxr, shift, model2);
+        const real8 v = trigger8(full, ti, xi, yi, xil, yil, t, x, y, xl, yl, w, a, kt, kx, ktl,
+                                 kxr, shift, model2, amp);
         const real8 keep = lane < (real)(l - full) ? v : (real8)0;
         acc += HSUM8(keep);
     }
@@ -218,30 +225,35 @@ static double trigger_row(const int i, __global const real *t, __global const re
 }
 
 /*
- * One work-item per row: rows row0 .. row0 + nrows - 1 (trigger_model1, trigger_model2), or
- * the rows listed in sample[0 .. nrows) (trigger_sample1, trigger_sample2: the truncated
- * engine's self-check against the exact sum on the same device). Work-items past nrows (the
- * launch is rounded up to whole work-groups) do nothing; no local memory, no barrier, so any
- * work-group size gives the same sums.
+ * One work-item per row: rows row0 .. row0 + nrows - 1 (trigger_model1, trigger_model2; with
+ * each source's amplitude a_m, trigger_scaled1, trigger_scaled2), or the rows listed in
+ * sample[0 .. nrows) (trigger_sample1, trigger_sample2: the truncated engine's self-check
+ * against the exact sum on the same device). Work-items past nrows (the launch is rounded up to
+ * whole work-groups) do nothing; no local memory, no barrier, so any work-group size gives the
+ * same sums.
  */
-#define TRIGGER_KERNEL(name, model2, ROW)                                                      \
+#define TRIGGER_KERNEL(name, model2, amp, ROW)                                                 \
     __kernel void name(__global const real *t, __global const real *x,                         \
                        __global const real *y, __global const real *xl,                       \
                        __global const real *yl, __global const real *w,                       \
-                       __global const int *lo, __global const int *sample, const int row0,    \
-                       const int nrows, const real kt, const real kx, const real ktl,         \
-                       const real kxr, const real shift, __global double *out)                \
+                       __global const real *a, __global const int *lo,                        \
+                       __global const int *sample, const int row0, const int nrows,           \
+                       const real kt, const real kx, const real ktl, const real kxr,          \
+                       const real shift, __global double *out)                                \
     {                                                                                          \
         const int g = get_global_id(0);                                                        \
         if (g < nrows) {                                                                       \
-            out[g] = trigger_row(ROW, t, x, y, xl, yl, w, lo, kt, kx, ktl, kxr, shift, model2); \
+            out[g] = trigger_row(ROW, t, x, y, xl, yl, w, a, lo, kt, kx, ktl, kxr, shift,      \
+                                 model2, amp);                                                 \
         }                                                                                      \
     }
 
-TRIGGER_KERNEL(trigger_model1, 0, row0 + g)
-TRIGGER_KERNEL(trigger_model2, 1, row0 + g)
-TRIGGER_KERNEL(trigger_sample1, 0, sample[g])
-TRIGGER_KERNEL(trigger_sample2, 1, sample[g])
+TRIGGER_KERNEL(trigger_model1, 0, 0, row0 + g)
+TRIGGER_KERNEL(trigger_model2, 1, 0, row0 + g)
+TRIGGER_KERNEL(trigger_scaled1, 0, 1, row0 + g)
+TRIGGER_KERNEL(trigger_scaled2, 1, 1, row0 + g)
+TRIGGER_KERNEL(trigger_sample1, 0, 0, sample[g])
+TRIGGER_KERNEL(trigger_sample2, 1, 0, sample[g])
 
 /*
  * Background over distinct times: row u gets sum_{v != u} c_v 2^(-(tu_u - tu_v)^2 kb),

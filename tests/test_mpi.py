@@ -62,9 +62,12 @@ def serial_reference(path: Path, model: int) -> tuple[float, int]:
     return _SERIAL[key]
 
 
-def mpirun_loglik(path: Path, ranks: int, model: int, engine: str) -> subprocess.CompletedProcess:
+def mpirun_loglik(
+    path: Path, ranks: int, model: int, engine: str, *extra: str
+) -> subprocess.CompletedProcess:
     cmd = [str(MPIEXEC), "-n", str(ranks), sys.executable, "-m", "hawkes_cli", "run", "loglik"]
     cmd += [str(path), "--model", str(model), "--engine", engine, "--precision", "float64"]
+    cmd += extra
     for name, value in EVAL.as_dict().items():
         cmd += ["--param", f"{name}={value!r}"]
     cmd.append("--json")
@@ -110,6 +113,28 @@ def test_loglik_over_ranks_matches_serial_reference(files, name, model, engine, 
     bound = out["background_bound"]
     assert bound < 1e-3 and (bound == 0 or engine == "opencl")
     assert abs(out["loglik"] - want) <= bound + 1e-12 * abs(want)
+
+
+@pytest.mark.parametrize(
+    ("engine", "ranks"),
+    [("reference", 3), pytest.param("opencl", 2, marks=pytest.mark.opencl)],
+)
+def test_renormalized_loglik_over_ranks_matches_serial(files, engine, ranks):
+    """``model.edge: renormalized`` weights every source by its own mass, so every rank needs
+    all N masses, not only its rows': the split sum is the serial reference's."""
+    from hawkes_cli.regions import region_for
+
+    data = load_events(files["m2"], need_density=True)
+    want = make_likelihood(
+        data, model=2, area=float(data.attrs["area"]), engine="reference",
+        region=region_for(data), edge="renormalized",
+    ).loglik(EVAL)  # fmt: skip
+    assert abs(want - serial_reference(files["m2"], 2)[0]) > 1.0  # the masses matter here
+    proc = mpirun_loglik(files["m2"], ranks, 2, engine, "--edge", "renormalized")
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["ranks"] == ranks and out["edge"] == "renormalized"
+    assert abs(out["loglik"] - want) <= out["background_bound"] + 1e-11 * abs(want)
 
 
 def test_files_have_ties_only_on_days(files):

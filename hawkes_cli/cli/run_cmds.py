@@ -15,7 +15,15 @@ import click
 from click.core import ParameterSource
 
 from ..errors import DeviceError, HawkesError, UsageError
-from ..vocab import DEFAULT_EDGE, EDGE_NONE, EDGES, STOP_CONVERGED, tolerance_problem
+from ..vocab import (
+    DEFAULT_EDGE,
+    EDGE_CENSORED,
+    EDGE_NONE,
+    EDGE_RENORMALIZED,
+    EDGES,
+    STOP_CONVERGED,
+    tolerance_problem,
+)
 from . import cluster_cmds
 from .options import (
     CONTEXT_SETTINGS,
@@ -72,8 +80,9 @@ for _command in cluster_cmds.COMMANDS:
     type=click.Choice(EDGES),
     default=DEFAULT_EDGE,
     show_default=True,
-    help="none: the paper's compensator; censored: only each event's trigger mass inside the "
-    "study region (the file's rectangle or county polygons).",
+    help="none: the paper's likelihood; censored: the compensator counts only each event's "
+    "trigger mass inside the study region (the file's rectangle or county polygons); "
+    "renormalized: each event's trigger kernel is divided by that mass (exact trigger).",
 )
 @json_option("Print one JSON object.")
 def loglik_cmd(
@@ -112,11 +121,6 @@ def loglik_cmd(
     comm = world_comm()
     data = load_events(events, need_density=(model == "2"))
     area = _resolve_area(area, data.attrs, events)
-    region = None
-    if edge != EDGE_NONE:
-        from ..regions import region_for
-
-        region = region_for(data)
     lik = make_likelihood(
         data,
         model=int(model),
@@ -128,7 +132,8 @@ def loglik_cmd(
         window_end=window_end,
         tolerance=tolerance,
         background=background,
-        region=region,
+        region=_loglik_region(data, edge),
+        edge=edge,
     )
     if engine_name == "opencl":  # the first launch JIT-compiles work-group code (PoCL): warm up
         lik.loglik(p)
@@ -152,10 +157,20 @@ def loglik_cmd(
         "tolerance": tolerance,
         "error_bound": ev.error_bound,
         "background_bound": ev.background_bound,
+        "edge": edge,
         "edge_error": ev.edge_error,
         "path": lik.path,
     }
     _print_loglik(out, as_json)
+
+
+def _loglik_region(data: Any, edge: str) -> Any:
+    """The study region of ``--edge`` (the file's rectangle or county polygons), or None."""
+    if edge == EDGE_NONE:
+        return None
+    from ..regions import region_for
+
+    return region_for(data)
 
 
 def _check_loglik(value: float, p: Any, engine_name: str, device: str | None) -> None:
@@ -192,8 +207,8 @@ def _print_loglik(out: dict[str, Any], as_json: bool) -> None:
         )
     if out["edge_error"] > 0:
         click.echo(
-            f"edge     compensator's edge term within ~{out['edge_error']:.3g} nats (estimate "
-            "of the raster's error, not a bound)"
+            f"edge     {out['edge']} edge term within ~{out['edge_error']:.3g} nats (estimate "
+            "of the mass raster's error, not a bound)"
         )
 
 
@@ -526,11 +541,12 @@ def validate_cmd(config_file: Path) -> None:
     click.echo(f"config   {config_file} (sha256 {config.sha256[:12]})")
     click.echo(f"events   {config.data.events}: {data.n} events, t in [{data.time[0]:g}, "
                f"{data.time[-1]:g}], area {area:g}")  # fmt: skip
-    edge = (
-        ""
-        if config.model.edge == EDGE_NONE
-        else f", edge {config.model.edge} (trigger mass inside the study region only)"
-    )
+    edge = {
+        EDGE_NONE: "",
+        EDGE_CENSORED: f", edge {EDGE_CENSORED} (trigger mass inside the study region only)",
+        EDGE_RENORMALIZED: f", edge {EDGE_RENORMALIZED} (each trigger kernel over its mass "
+        "inside the study region)",
+    }[config.model.edge]
     click.echo(f"model    {config.model.kind}{edge}; engine {config.engine.backend} "
                f"{config.engine.precision}")  # fmt: skip
     click.echo(f"sampler  {sc.kind}: {sc.iterations} iterations ({sc.warmup} warm-up), thin "

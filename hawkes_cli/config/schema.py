@@ -158,9 +158,10 @@ class ModelConfig:
     kind
         1 (constant trigger lengthscale) or 2 (lengthscale ``sigma_x / sqrt(density)``).
     edge
-        One of :data:`~hawkes_cli.vocab.EDGES`: ``"none"`` (the paper's likelihood) or
+        One of :data:`~hawkes_cli.vocab.EDGES`: ``"none"`` (the paper's likelihood),
         ``"censored"`` (the compensator counts each event's trigger mass inside the study
-        region only; :mod:`hawkes_cli.engine.region`).
+        region only; :mod:`hawkes_cli.engine.region`) or ``"renormalized"`` (each event's
+        trigger kernel divided by that mass, the compensator whole; the exact trigger).
     """
 
     kind: int = field(default=DEFAULT_MODEL, metadata=choice(MODELS))

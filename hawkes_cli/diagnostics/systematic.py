@@ -31,7 +31,7 @@ import numpy as np
 
 from ..data import EventData
 from ..engine.region import BoundaryRegion
-from ..vocab import EDGE_CENSORED, EDGE_NONE
+from ..vocab import EDGE_CENSORED, EDGE_NONE, EDGE_RENORMALIZED
 from .records import SummaryRow, Verdict
 
 log = logging.getLogger(__name__)
@@ -151,8 +151,8 @@ def _edge_verdict(found: EdgeShare, edge: str, xi0: float, sd: float, sigma_x: f
         "events)"
     )
     shift = found.share * xi0
-    if edge == EDGE_CENSORED:
-        return Verdict("ok", f"{what}; counted by model.edge: {EDGE_CENSORED}", "edge")
+    if edge in (EDGE_CENSORED, EDGE_RENORMALIZED):
+        return Verdict("ok", f"{what}; counted by model.edge: {edge}", "edge")
     if edge == EDGE_NONE and shift > sd:
         return Verdict(
             "warn",

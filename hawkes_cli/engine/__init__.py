@@ -20,6 +20,7 @@ Modules, imports flowing one way (each uses only those above it):
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import os
@@ -36,11 +37,15 @@ from ..vocab import (
     DEFAULT_ENGINE,
     DEFAULT_PRECISION,
     DEFAULT_TRIGGER,
+    EDGE_CENSORED,
+    EDGE_RENORMALIZED,
+    EDGES,
     ENGINES,
     EXACT_TOLERANCE,
     LATTICE_FROM,
     TRIGGER_EXACT,
     TRIGGERS,
+    edge_problem,
     tolerance_problem,
 )
 from .base import BoundedPairBackend, Evaluation, Likelihood, PairBackend, TimeStructure
@@ -74,6 +79,7 @@ def build_likelihood(
     window_end: float | None = None,
     balance: tuple[float, float] | None = None,
     region: Region | None = None,
+    edge: str = EDGE_CENSORED,
 ) -> Likelihood:
     """The log-likelihood of ``data`` for this rank of ``comm``, on the engine of ``settings``.
 
@@ -114,10 +120,10 @@ def build_likelihood(
         ``(sigma_x, sigma_t)`` at which to estimate the truncated work per row when splitting
         rows over ranks (``tolerance > 0`` and ``comm.size > 1``; e.g. the initial values);
         default: the exact pair-term counts.
-    region
-        The study region of the censored edge correction (``model.edge: censored``,
-        :mod:`.region`): the compensator counts each event's trigger mass inside it. None:
-        the paper's likelihood.
+    region, edge
+        The study region of the edge correction (:mod:`.region`; None: the paper's likelihood)
+        and how it enters, ``"censored"`` or ``"renormalized"`` (DESIGN section 2b; the latter
+        runs the exact trigger, :func:`_exact_trigger`).
 
     Raises
     ------
@@ -128,19 +134,50 @@ def build_likelihood(
     """
     comm = comm or SerialComm()
     _check(data, settings, model=model, area=area, window_end=window_end)
+    if region is not None and edge == EDGE_RENORMALIZED:
+        settings = _exact_trigger(settings)
     ts = TimeStructure.from_times(data.time)
     rows = _rows(data, ts, settings, model=model, comm=comm, balance=balance)
     backend = _pair_backend(data, ts, settings, model=model, area=area, rows=rows, comm=comm)
     log.info("rank %d/%d: rows %d..%d of %d", comm.rank, comm.size, *rows, data.n)
-    edge = None
-    if region is not None:
-        edge = EdgeMass(
-            region, data.x, data.y, rows=rows, density=data.density if model == 2 else None
-        )
+    masses = _edge_masses(data, region, edge, model=model, rows=rows)
     lattice = _lattice(data, ts, settings, area=area, rows=rows)
     return Likelihood(
-        backend, data.time, window_end=window_end, comm=comm, times=ts, edge=edge, lattice=lattice
+        backend, data.time, window_end=window_end, comm=comm, times=ts, edge=masses,
+        edge_kind=edge, lattice=lattice,
+    )  # fmt: skip
+
+
+def _edge_masses(
+    data: EventData, region: Region | None, edge: str, *, model: int, rows: tuple[int, int]
+) -> EdgeMass | None:
+    """The trigger masses inside ``region`` the likelihood needs: this rank's rows'
+    (``censored``: their compensator terms) or all N events' (``renormalized``: every source of
+    this rank's rows), or None without a region."""
+    if region is None:
+        return None
+    if edge not in EDGES:
+        raise UsageError(f"edge must be one of {', '.join(EDGES)}, got {edge!r}")
+    return EdgeMass(
+        region,
+        data.x,
+        data.y,
+        rows=(0, data.n) if edge == EDGE_RENORMALIZED else rows,
+        density=data.density if model == 2 else None,
     )
+
+
+def _exact_trigger(settings: EngineConfig) -> EngineConfig:
+    """``settings`` with the exact trigger, which ``model.edge: renormalized`` needs (the
+    truncated kernels' bounds and expansions know no per-source amplitude): ``engine.trigger:
+    auto`` takes it, ``truncated`` is a :class:`UsageError`."""
+    if not _truncates(settings):
+        return settings
+    problem = edge_problem(EDGE_RENORMALIZED, settings.trigger)
+    if problem is not None:
+        raise UsageError(problem)
+    log.info("model.edge: renormalized: the exact trigger (engine.trigger: auto)")
+    return dataclasses.replace(settings, trigger=TRIGGER_EXACT)
 
 
 def _lattice(
@@ -185,6 +222,7 @@ def make_likelihood(
     background: str = DEFAULT_BACKGROUND,
     region: Region | None = None,
     trigger: str = DEFAULT_TRIGGER,
+    edge: str = EDGE_CENSORED,
 ) -> Likelihood:
     """:func:`build_likelihood` with the engine settings as keywords (``engine`` is the
     section's ``backend``), for ``hawkes-run loglik`` and tests; ``tolerance`` defaults to
@@ -207,6 +245,7 @@ def make_likelihood(
         window_end=window_end,
         balance=balance,
         region=region,
+        edge=edge,
     )
 
 

@@ -36,6 +36,7 @@ from scipy.special import ndtr
 from ..errors import DeviceError
 from ..model import Params
 from ..parallel import Comm, SerialComm
+from ..vocab import EDGE_CENSORED, EDGE_RENORMALIZED
 from . import profile
 from .edge_mass import EdgeMass
 
@@ -153,6 +154,18 @@ class PairBackend(Protocol):
         """Replace all N locations (cut-posterior resampling); E must be recomputed."""
         ...
 
+    def set_amplitude(self, amplitude: np.ndarray | None) -> None:
+        """Weight source m's trigger terms by ``amplitude[m]`` (shape (N,)) from the next
+        :meth:`trigger` on; None: by 1 (``model.edge: renormalized``, DESIGN section 2b)."""
+        ...
+
+
+#: ``model.edge: renormalized`` divides each source's kernel by its mass inside the study region,
+#: floored here: an event whose kernel lies almost wholly outside (a speck of an island much
+#: smaller than the lengthscale) would otherwise weigh without bound. Its amplitude is at most
+#: 1000.
+MIN_RENORMALIZED_MASS = 1e-3
+
 
 def _remember(cache: OrderedDict, key: Any, value: Any, size: int = 16) -> None:
     """Keep ``value`` under ``key`` in ``cache``, dropping the oldest beyond ``size``."""
@@ -233,9 +246,12 @@ class Evaluation:
         ``|loglik - exact loglik|`` in nats (all ranks), ``sum_n -log1p(-mu0 beta_n /
         lambda_n)``; 0 for the exact background.
     edge_error : float
-        With an edge correction (``model.edge: censored``): the error of its compensator term
-        in nats (all ranks), ``xi0 * sum_n w_n * e_n`` over the events' mass error scales
-        (:mod:`.region`; an estimate on the raster path, not a bound); 0 without one.
+        With an edge correction: the error of its term in nats (all ranks), from the events'
+        mass error scales ``e_n`` (:mod:`.region`; an estimate on the raster path, not a bound);
+        0 without one. ``censored``: the compensator's, ``xi0 * sum_n w_n * e_n``
+        (``w_n`` the trigger's share of the window after ``t_n``); ``renormalized``: the rates',
+        ``sum_n (xi0 E_n / lambda_n) * e_n / M_n`` (each row's sources taken to err as it does,
+        relatively: they lie within a few lengthscales of it).
     """
 
     loglik: float
@@ -264,9 +280,14 @@ class Likelihood:
         The tie structure of ``time``, when already built (as by
         :func:`~hawkes_cli.engine.build_likelihood`); built here otherwise.
     edge
-        The censored edge correction (:class:`~hawkes_cli.engine.region.EdgeMass` of this
-        rank's rows): the compensator's trigger term of event n is weighted by its trigger
-        mass inside the study region. None: the paper's likelihood (every mass 1).
+        The edge correction's trigger masses inside the study region
+        (:class:`~hawkes_cli.engine.region.EdgeMass`). None: the paper's likelihood (every
+        mass 1).
+    edge_kind
+        How ``edge`` enters (DESIGN section 2b): ``"censored"`` (its masses are this rank's
+        rows'; the compensator's trigger term of event n is weighted by its mass) or
+        ``"renormalized"`` (its masses are all N events'; source m's trigger terms are divided
+        by its mass, ``backend.set_amplitude``, and the compensator is the paper's).
     lattice
         The background on a time lattice (:class:`~hawkes_cli.engine.binned.
         BinnedBackground` of this rank's rows) instead of the backend's exact one; its error
@@ -301,10 +322,15 @@ class Likelihood:
         comm: Comm | None = None,
         times: TimeStructure | None = None,
         edge: EdgeMass | None = None,
+        edge_kind: str = EDGE_CENSORED,
         lattice: BinnedBackground | None = None,
     ) -> None:
         self.backend = backend
         self.edge = edge
+        self.renormalized = edge is not None and edge_kind == EDGE_RENORMALIZED
+        if self.renormalized and edge.rows != (0, int(np.size(time))):
+            raise ValueError("renormalized: the edge masses must be those of all N events")
+        self._relative_edge_error: tuple[float, np.ndarray] | None = None
         self.lattice = lattice
         self.comm = comm or SerialComm()
         t = np.asarray(time, dtype=np.float64)
@@ -386,7 +412,8 @@ class Likelihood:
         if self.lattice is not None:
             path = f"{self.lattice.path}; {path.split('; ', 1)[-1]}"
         if self.edge is not None:
-            path += f"; edge: censored, {self.edge.region.describe}"
+            kind = EDGE_RENORMALIZED if self.renormalized else EDGE_CENSORED
+            path += f"; edge: {kind}, {self.edge.region.describe}"
         return path
 
     def _background(self, tau_t: float) -> np.ndarray:
@@ -413,6 +440,8 @@ class Likelihood:
 
         def run() -> np.ndarray:
             self.trigger_passes += 1
+            if self.renormalized:  # each source's kernel over its mass inside the region
+                self.backend.set_amplitude(1.0 / self._renormalized_mass(sigma_x)[0])
             if bounded is not None:
                 e, omega = bounded.trigger_bounded(sigma_x, sigma_t)
                 return np.vstack([np.asarray(e, np.float64), np.asarray(omega, np.float64)])
@@ -432,6 +461,7 @@ class Likelihood:
         self._e_cache.clear()
         self._trig_total.clear()
         self._recent_ll.clear()
+        self._relative_edge_error = None
 
     def truncation_state(self) -> dict | None:
         """What a checkpoint needs to continue bit for bit: the truncation's cut-off (None for
@@ -464,6 +494,8 @@ class Likelihood:
         trig, edge_error = self._trigger_total(p.sigma_x, p.sigma_t)
         comp += p.xi0 * trig
         edge_error *= p.xi0
+        if self.renormalized:
+            edge_error = float(np.dot(p.xi0 * E / lam, self._relative_error(p.sigma_x)))
         # |log max(lam, f) - log max(lam~, f)| <= log1p(xi0 omega / max(lam~, f)), lam >= lam~
         bound = 0.0 if omega is None else float(np.sum(np.log1p(p.xi0 * omega / lam)))
         if self._bounded is not None and self._bounded.check_failure:
@@ -495,7 +527,7 @@ class Likelihood:
             T, t = self.window_end, self._tu
             # the trigger's share of the window after each distinct time
             share = -np.expm1(-(T - t) / sigma_t)
-            if self.edge is None:  # the paper's: every event's whole trigger mass
+            if self.edge is None or self.renormalized:  # every event's whole trigger mass
                 hit = (float(np.dot(share, self._tcount)), 0.0)
             else:  # censored: only the trigger mass inside the study region
                 with profile.stage("edge mass"):
@@ -504,6 +536,23 @@ class Likelihood:
                 hit = (float(np.dot(share, inside)), float(np.dot(share[self._row_time], error)))
             _remember(self._trig_total, key, hit)
         return hit
+
+    def _renormalized_mass(self, sigma_x: float) -> tuple[np.ndarray, np.ndarray]:
+        """(mass, error scale) of all N events at ``sigma_x`` for ``renormalized``, each
+        shape (N,), the mass floored at :data:`MIN_RENORMALIZED_MASS`."""
+        with profile.stage("edge mass"):
+            mass, error = self.edge.mass(sigma_x)
+        return np.maximum(mass, MIN_RENORMALIZED_MASS), error
+
+    def _relative_error(self, sigma_x: float) -> np.ndarray:
+        """``e_n / M_n`` of this rank's rows at ``sigma_x`` (renormalized; the last kept)."""
+        hit = self._relative_edge_error
+        if hit is None or hit[0] != sigma_x:
+            mass, error = self._renormalized_mass(sigma_x)
+            rows = slice(self.backend.row_start, self.backend.row_stop)
+            hit = (sigma_x, error[rows] / mass[rows])
+            self._relative_edge_error = hit
+        return hit[1]
 
     def evaluate(self, p: Params) -> Evaluation:
         """Full evaluation (collective over ``comm``): log-likelihood and this rank's parts.

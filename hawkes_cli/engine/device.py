@@ -160,6 +160,11 @@ class DeviceEvents:
     buf_tu, buf_c : pyopencl.Buffer
         Distinct times and their counts in the working precision, padded with the last
         distinct time and 0.
+    amplitude : (N,) float64 or None
+        Each source's amplitude ``a_m`` (``model.edge: renormalized``: ``1 / M_m``), set by
+        :meth:`set_amplitude`; None: every source 1.
+    buf_a : pyopencl.Buffer or None
+        ``amplitude`` in the working precision, padded with 0; None when ``amplitude`` is.
     buf_td, buf_xd, buf_yd : pyopencl.Buffer or None
         Times and locations in float64, unpadded; uploaded by :meth:`keep_float64_copies`
         (the truncated trigger's cell searches), else None.
@@ -201,6 +206,8 @@ class DeviceEvents:
         self.buf_td: Any = None
         self.buf_xd: Any = None
         self.buf_yd: Any = None
+        self.amplitude: np.ndarray | None = None
+        self.buf_a: Any = None
         self.set_locations(x, y)
 
     @property
@@ -285,6 +292,18 @@ class DeviceEvents:
             self.buf_td = self.upload(self.time)
             self.buf_xd = self.upload(self.x)
             self.buf_yd = self.upload(self.y)
+
+    def set_amplitude(self, amplitude: np.ndarray | None) -> None:
+        """Upload each source's amplitude ``a_m`` (shape (N,), finite, > 0), or drop it (None:
+        every source 1): the exact trigger kernels weight source m's terms by it."""
+        if amplitude is None:
+            self.amplitude = self.buf_a = None
+            return
+        a = np.asarray(amplitude, dtype=np.float64)
+        if a.shape != (self.n,):
+            raise ValueError(f"amplitude must have shape ({self.n},), got {a.shape}")
+        self.amplitude = a
+        self.buf_a = self.upload(padded(a, self.real, 0.0))
 
     def set_locations(self, x: np.ndarray, y: np.ndarray) -> None:
         """Upload new locations for all N events (every location buffer; see hawkes.cl for

@@ -63,8 +63,10 @@ def argument_kinds(cls: type) -> tuple[tuple[str, str], ...]:
 # --------------------------------------------------------------------------- hawkes.cl
 @dataclass(frozen=True)
 class TriggerArgs(KernelArgs):
-    """``trigger_model1``, ``trigger_model2`` (rows ``row0 ..``) and ``trigger_sample1``,
-    ``trigger_sample2`` (the rows listed in ``sample``): exact trigger sums, one per row."""
+    """``trigger_model1``, ``trigger_model2``, ``trigger_scaled1``, ``trigger_scaled2`` (rows
+    ``row0 ..``; the scaled ones weight each source by its amplitude ``a``, the others do not
+    read it) and ``trigger_sample1``, ``trigger_sample2`` (the rows listed in ``sample``): exact
+    trigger sums, one per row."""
 
     t: Buffer
     x: Buffer
@@ -72,6 +74,7 @@ class TriggerArgs(KernelArgs):
     xl: Buffer
     yl: Buffer
     w: Buffer
+    a: Buffer
     lo: Buffer
     sample: Buffer
     row0: int
@@ -216,6 +219,8 @@ class BlocksArgs(KernelArgs):
 KERNEL_ARGS: dict[str, type[KernelArgs]] = {
     "trigger_model1": TriggerArgs,
     "trigger_model2": TriggerArgs,
+    "trigger_scaled1": TriggerArgs,
+    "trigger_scaled2": TriggerArgs,
     "trigger_sample1": TriggerArgs,
     "trigger_sample2": TriggerArgs,
     "background": BackgroundArgs,

@@ -177,6 +177,7 @@ class OpenCLBackend:
         self._buf_b = events.output(self._b_host.nbytes)
         # one kernel object per backend (kernel objects hold their arguments)
         self._k_trigger = kernel(prog, f"trigger_model{model}")
+        self._k_scaled = kernel(prog, f"trigger_scaled{model}")
         self._k_sample = kernel(prog, f"trigger_sample{model}")
         self._k_background = kernel(prog, "background")
 
@@ -214,6 +215,11 @@ class OpenCLBackend:
         """Upload new locations for all N events (:meth:`DeviceEvents.set_locations`)."""
         self.events.set_locations(x, y)
 
+    def set_amplitude(self, amplitude: np.ndarray | None) -> None:
+        """Weight each source's trigger terms by ``amplitude`` (shape (N,); None: by 1), from
+        the next :meth:`trigger` on (:meth:`DeviceEvents.set_amplitude`)."""
+        self.events.set_amplitude(amplitude)
+
     def launch_size(self, rows: int) -> tuple[int, tuple[int] | None]:
         """(global, local) size of a launch over ``rows`` rows at this backend's work-group."""
         return launch_size(rows, self.work_group)
@@ -223,13 +229,16 @@ class OpenCLBackend:
         nrows = self.row_stop - self.row_start
         if nrows == 0:
             return self._e_host.copy()
-        self._launch_trigger(self._k_trigger, nrows, sigma_x, sigma_t)
+        scaled = self.events.buf_a is not None
+        self._launch_trigger(self._k_scaled if scaled else self._k_trigger, nrows, sigma_x, sigma_t)
         return self._e_host * self._trigger_norm(sigma_x, sigma_t)
 
     def trigger_at(self, rows: np.ndarray, sigma_x: float, sigma_t: float) -> np.ndarray:
         """E of the events ``rows`` (indices into all N, any order), float64, shape
         (len(rows),): the same sums as :meth:`trigger`, for a sample of rows (the truncated
         engine's self-check, :class:`~hawkes_cli.engine.rowcheck.RowCheck`)."""
+        if self.events.buf_a is not None:
+            raise ValueError("trigger_at has no per-source amplitude (model.edge: renormalized)")
         rows = np.ascontiguousarray(rows, dtype=np.int32)
         if rows.size == 0:
             return np.empty(0)
@@ -255,8 +264,9 @@ class OpenCLBackend:
         sample: Any = None,
         out: Any = None,
     ) -> None:
-        """Enqueue ``trigger_model*`` (this backend's rows into ``_e_host``) or
-        ``trigger_sample*`` (the rows in ``sample`` into ``out``, read by the caller)."""
+        """Enqueue ``trigger_model*`` or ``trigger_scaled*`` (this backend's rows into
+        ``_e_host``) or ``trigger_sample*`` (the rows in ``sample`` into ``out``, read by the
+        caller)."""
         ev = self.events
         kt, ktl = ev.coefficient(LOG2E / sigma_t)
         kx, kxr = ev.coefficient(LOG2E / (2.0 * sigma_x * sigma_x), relative=True)
@@ -268,6 +278,7 @@ class OpenCLBackend:
             xl=ev.buf_xl,
             yl=ev.buf_yl,
             w=ev.buf_w,
+            a=ev.buf_w if ev.buf_a is None else ev.buf_a,  # unread but by trigger_scaled*
             lo=ev.buf_lo,
             sample=ev.buf_lo if sample is None else sample,  # unread by trigger_model*
             row0=self.row_start,

@@ -64,6 +64,7 @@ class ReferenceBackend:
         self.row_start, self.row_stop = rows if rows is not None else (0, n)
         self.lo = (TimeStructure.from_times(self.t) if times is None else times).lo
         self.block = max(1, int(block_elems) // max(n, 1))
+        self.amplitude: np.ndarray | None = None
 
     path = "background: pair sum; trigger: pair sum (numpy float64, exact)"
 
@@ -83,7 +84,8 @@ class ReferenceBackend:
         return out
 
     def trigger(self, sigma_x: float, sigma_t: float) -> np.ndarray:
-        """``E_n = sum_{t_m < t_n} exp(-dt/sigma_t)/sigma_t * phi2(x_n - x_m; s_m)``."""
+        """``E_n = sum_{t_m < t_n} a_m exp(-dt/sigma_t)/sigma_t * phi2(x_n - x_m; s_m)``, with
+        ``a_m`` the :meth:`set_amplitude` (1 when none)."""
         out = np.zeros(self.row_stop - self.row_start)
         for r0, r1 in self._blocks():
             ncol = int(self.lo[r1 - 1])  # lo is non-decreasing: no source beyond it
@@ -100,6 +102,8 @@ class ReferenceBackend:
             with np.errstate(over="ignore"):  # later sources overflow; zeroed below
                 term = np.exp(-dt / sigma_t - r2 / (2.0 * s2)) / (2.0 * math.pi * s2 * sigma_t)
             term[dt <= 0.0] = 0.0  # strictly earlier sources only
+            if self.amplitude is not None:  # renormalized: phi2(x_n - x_m; s_m) / M_m
+                term *= self.amplitude[None, :ncol]
             out[r0 - self.row_start : r1 - self.row_start] = term.sum(axis=1)
         return out
 
@@ -107,3 +111,7 @@ class ReferenceBackend:
         """Replace the locations of all N events."""
         self.x = np.asarray(x, dtype=np.float64)
         self.y = np.asarray(y, dtype=np.float64)
+
+    def set_amplitude(self, amplitude: np.ndarray | None) -> None:
+        """Weight each source's trigger terms by ``amplitude`` (shape (N,); None: by 1)."""
+        self.amplitude = None if amplitude is None else np.asarray(amplitude, dtype=np.float64)

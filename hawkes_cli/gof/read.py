@@ -11,7 +11,7 @@ import numpy as np
 
 from ..errors import EventsError, UsageError
 from ..model import Params
-from ..vocab import PARAM_NAMES
+from ..vocab import EDGE_RENORMALIZED, PARAM_NAMES
 from .record import GofOptions, GofRun, Polygons, Posterior
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -70,16 +70,21 @@ def posterior_draws(run_dir: Path, opts: GofOptions) -> Posterior:
 
 
 def likelihood(run: GofRun) -> Any:
-    """The chain's likelihood (serial), with the run's engine settings."""
+    """The chain's likelihood (serial), with the run's engine settings and, for
+    ``model.edge: renormalized`` (whose rates differ from the paper's), its study region."""
     from ..engine import build_likelihood
+    from ..regions import region_of
 
     config = run.config
+    renormalized = config.model.edge == EDGE_RENORMALIZED
     return build_likelihood(
         run.data,
         config.engine,
         model=config.model.kind,
         area=run.area,
         window_end=config.data.window_end,
+        region=region_of(config, run.data) if renormalized else None,
+        edge=config.model.edge,
     )
 
 

@@ -11,7 +11,7 @@ import numpy as np
 
 from ..diagnostics.derived import is_lonlat
 from ..model import Params
-from ..vocab import EDGE_NONE
+from ..vocab import EDGE_CENSORED
 from . import branching as br
 from . import figures, residuals
 from .counties import county_counts
@@ -83,8 +83,9 @@ def write_events(run: GofRun) -> GofRun:
 
 def edge_mass(run: GofRun, p: Params) -> np.ndarray | None:
     """Each event's trigger mass inside the study region at ``p`` when the run counts only it
-    (``model.edge: censored``), else None: the compensator the run's likelihood used."""
-    if run.config.model.edge == EDGE_NONE:
+    (``model.edge: censored``), else None (``none``, ``renormalized``: every event's whole
+    mass): the compensator the run's likelihood used."""
+    if run.config.model.edge != EDGE_CENSORED:
         return None
     from ..engine.edge_mass import EdgeMass
     from ..regions import region_of

@@ -78,6 +78,7 @@ def build_chain(config: Config, chain_id: int, comm: Comm, stop: StopFlag) -> Ch
             window_end=window_end,
             balance=balance,
             region=region,
+            edge=config.model.edge,
         )
 
     likelihood = likelihood_of(data, config.data.window_end)
