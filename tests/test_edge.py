@@ -21,6 +21,7 @@ from scipy.stats import norm, qmc
 from hawkes_cli.engine import make_likelihood
 from hawkes_cli.engine.edge_mass import EdgeMass, mass_lattice
 from hawkes_cli.engine.region import BoundaryRegion, RectangleRegion
+from hawkes_cli.engine.region_groups import EventGroups
 from hawkes_cli.model import Params
 from hawkes_cli.simulate import simulate
 
@@ -97,7 +98,8 @@ def test_outside_point_reads_its_mass():
 @pytest.fixture(scope="module")
 def us_events():
     """Events as the paper places them (a lower-48 county by population, the point uniform
-    in it), the region of all county polygons, and shapely's union of the counties."""
+    in it), the region of all county polygons, shapely's union of the counties, the polygons
+    and each event's polygon."""
     shapely = pytest.importorskip("shapely")
     from hawkes_cli.counties import load_county_table, load_polygons
     from hawkes_cli.counties.polygons import read_polygon_layer
@@ -107,12 +109,13 @@ def us_events():
     keep = table.region_mask("conus")
     rng = np.random.default_rng(11)
     fips = rng.choice(table.fips[keep], size=20_000, p=_share(table.population[keep]))
-    x, y = polys.sample(polys.codes(fips), rng)
+    codes = polys.codes(fips)
+    x, y = polys.sample(codes, rng)
     region = BoundaryRegion.from_triangles(polys.triangles)
     layer = read_polygon_layer(None)
     land = shapely.coverage_union_all(shapely.make_valid(np.asarray(layer.geoms)))
     shapely.prepare(land)
-    return x, y, region, land
+    return x, y, region, land, polys, codes
 
 
 def _share(population):
@@ -132,8 +135,8 @@ def _monte_carlo(land, x, y, s, k=2**14, seed=0):
     return out
 
 
-@pytest.mark.parametrize("exact", [False, True], ids=["raster", "exact"])
-def test_us_mass_against_monte_carlo(us_events, exact):
+@pytest.mark.parametrize("path", ["raster", "exact", "grouped"])
+def test_us_mass_against_monte_carlo(us_events, path):
     """Per-event trigger mass inside the US land at the 1M posterior's sigma_x (0.046
     degrees): mean absolute error <= 0.002 over events within 3 lengthscales of the
     boundary, against Monte Carlo on shapely's union of the county polygons.
@@ -141,16 +144,24 @@ def test_us_mass_against_monte_carlo(us_events, exact):
     Tolerance: 80 events x 2^14 scrambled Sobol offsets; the Monte Carlo error of one event
     is at most 0.5/128 = 0.004 (random sampling; QMC does better) so the mean absolute error
     of the reference alone is below ~0.003 even in the worst case and ~0.001 typically; the
-    raster path's own error is ~3e-4 (see the module), the exact path's 1e-9.
+    raster path's own error is ~3e-4 (see the module), the exact path's 1e-9. ``grouped``:
+    the same rasters planned per county (:mod:`hawkes_cli.engine.region_groups`, a chain's
+    path when locations are redrawn in their counties).
     """
     import shapely
 
-    x, y, region, land = us_events
+    x, y, region, land, polys, codes = us_events
     s = 0.046
     d = shapely.distance(shapely.boundary(land), shapely.points(x[:4000], y[:4000]))
     near = np.flatnonzero(d < 3 * s)[:80]
     assert near.size == 80
-    got = region.mass_error(x, y, s, exact=exact)[0][near]
+    if path == "grouped":
+        groups = EventGroups.of_polygons(polys.triangles, polys.tri_owner, codes)
+        edge = EdgeMass(region, x, y, rows=(0, x.size), groups=groups)
+        assert edge._grouped is not None  # the per-county path, not the per-event one
+        got = edge.mass(s)[0][near]
+    else:
+        got = region.mass_error(x, y, s, exact=path == "exact")[0][near]
     want = _monte_carlo(land, x[near], y[near], s)
     assert np.mean(np.abs(got - want)) <= 0.002
     assert np.mean(got) < 0.95  # these events do lose mass
@@ -159,7 +170,7 @@ def test_us_mass_against_monte_carlo(us_events, exact):
 def test_us_share_outside_matches_the_issue(us_events):
     """The mean share of trigger mass outside the land at sigma_x = 0.046 is about 2.3%
     (measured independently by Monte Carlo with 20,000 events x 64 offsets, se 0.0006)."""
-    x, y, region, _ = us_events
+    x, y, region, *_ = us_events
     m = region.mass(x, y, 0.046)
     assert 1.0 - m.mean() == pytest.approx(0.023, abs=0.003)
     assert np.mean(m < 0.9) == pytest.approx(0.067, abs=0.01)
@@ -233,3 +244,27 @@ def test_gof_compensator_counts_the_mass_inside():
         p.xi0 * np.sum(-np.expm1(-(data.time[-1] - data.time) / p.sigma_t) * (1 - mass)),
         rel=1e-9,
     )
+
+
+def test_grouped_masses_follow_redraws_and_file_locations(us_events):
+    """Planned per county, the masses of events redrawn in their counties are the per-event
+    path's to the rasters' resolution (mean 1e-4, each within 4e-3), draw after draw; an event
+    outside its county's box (a file's own location) takes the per-event path, to 1e-6."""
+    x, y, region, _, polys, codes = us_events
+    groups = EventGroups.of_polygons(polys.triangles, polys.tri_owner, codes)
+    assert np.all(groups.inside(x, y))
+    grouped = EdgeMass(region, x, y, rows=(0, x.size), groups=groups)
+    plain = EdgeMass(region, x, y, rows=(0, x.size))
+    rng = np.random.default_rng(5)
+    for _ in range(2):
+        x2, y2 = polys.sample(codes, rng)
+        grouped.set_locations(x2, y2)
+        plain.set_locations(x2, y2)
+        a, b = grouped.mass(0.05)[0], plain.mass(0.05)[0]
+        assert np.mean(np.abs(a - b)) < 1e-4 and np.max(np.abs(a - b)) < 4e-3
+        assert np.mean(a < 1) > 0.2  # many events near the coast or a border
+    moved = x2.copy()
+    moved[:3] = [-124.9, -80.0, -100.0]  # outside their counties' boxes
+    grouped.set_locations(moved, y2)
+    plain.set_locations(moved, y2)
+    np.testing.assert_allclose(grouped.mass(0.05)[0][:3], plain.mass(0.05)[0][:3], atol=1e-6)

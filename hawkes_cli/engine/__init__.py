@@ -26,6 +26,8 @@ import math
 import os
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from ..config import EngineConfig
 from ..data import EventData
 from ..device_slots import rank_slot
@@ -51,6 +53,7 @@ from ..vocab import (
 from .base import BoundedPairBackend, Evaluation, Likelihood, PairBackend, TimeStructure
 from .edge_mass import EdgeMass
 from .region import Region
+from .region_groups import EventGroups
 
 if TYPE_CHECKING:
     from .binned import BinnedBackground
@@ -80,6 +83,7 @@ def build_likelihood(
     balance: tuple[float, float] | None = None,
     region: Region | None = None,
     edge: str = EDGE_CENSORED,
+    counties: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
 ) -> Likelihood:
     """The log-likelihood of ``data`` for this rank of ``comm``, on the engine of ``settings``.
 
@@ -118,12 +122,13 @@ def build_likelihood(
         End ``T`` of the observation window (default: the last event time).
     balance
         ``(sigma_x, sigma_t)`` at which to estimate the truncated work per row when splitting
-        rows over ranks (``tolerance > 0`` and ``comm.size > 1``; e.g. the initial values);
-        default: the exact pair-term counts.
-    region, edge
-        The study region of the edge correction (:mod:`.region`; None: the paper's likelihood)
-        and how it enters, ``"censored"`` or ``"renormalized"`` (DESIGN section 2b; the latter
-        runs the exact trigger, :func:`_exact_trigger`).
+        rows over ranks (``tolerance > 0`` and ``comm.size > 1``); default: pair-term counts.
+    region, edge, counties
+        The study region of the edge correction (:mod:`.region`; None: the paper's likelihood),
+        how it enters, ``"censored"`` or ``"renormalized"`` (DESIGN section 2b; the latter runs
+        the exact trigger, :func:`_exact_trigger`), and ``(triangles, tri_owner, codes)`` of
+        the polygons the locations are redrawn in (masses planned per county,
+        :mod:`.region_groups`; None: per event).
 
     Raises
     ------
@@ -140,7 +145,7 @@ def build_likelihood(
     rows = _rows(data, ts, settings, model=model, comm=comm, balance=balance)
     backend = _pair_backend(data, ts, settings, model=model, area=area, rows=rows, comm=comm)
     log.info("rank %d/%d: rows %d..%d of %d", comm.rank, comm.size, *rows, data.n)
-    masses = _edge_masses(data, region, edge, model=model, rows=rows)
+    masses = _edge_masses(data, region, edge, model=model, rows=rows, counties=counties)
     lattice = _lattice(data, ts, settings, area=area, rows=rows)
     return Likelihood(
         backend, data.time, window_end=window_end, comm=comm, times=ts, edge=masses,
@@ -149,7 +154,13 @@ def build_likelihood(
 
 
 def _edge_masses(
-    data: EventData, region: Region | None, edge: str, *, model: int, rows: tuple[int, int]
+    data: EventData,
+    region: Region | None,
+    edge: str,
+    *,
+    model: int,
+    rows: tuple[int, int],
+    counties: tuple[np.ndarray, np.ndarray, np.ndarray] | None,
 ) -> EdgeMass | None:
     """The trigger masses inside ``region`` the likelihood needs: this rank's rows'
     (``censored``: their compensator terms) or all N events' (``renormalized``: every source of
@@ -158,13 +169,15 @@ def _edge_masses(
         return None
     if edge not in EDGES:
         raise UsageError(f"edge must be one of {', '.join(EDGES)}, got {edge!r}")
+    r0, r1 = (0, data.n) if edge == EDGE_RENORMALIZED else rows
+    groups = None
+    if counties is not None:
+        triangles, owner, codes = counties
+        groups = EventGroups.of_polygons(triangles, owner, np.asarray(codes)[r0:r1])
     return EdgeMass(
-        region,
-        data.x,
-        data.y,
-        rows=(0, data.n) if edge == EDGE_RENORMALIZED else rows,
-        density=data.density if model == 2 else None,
-    )
+        region, data.x, data.y, rows=(r0, r1), density=data.density if model == 2 else None,
+        groups=groups,
+    )  # fmt: skip
 
 
 def _exact_trigger(settings: EngineConfig) -> EngineConfig:

@@ -11,7 +11,8 @@ import math
 
 import numpy as np
 
-from .region import LATTICE_STEPS, RectangleRegion, Region
+from .region import LATTICE_STEPS, BoundaryRegion, RectangleRegion, Region
+from .region_groups import EventGroups, GroupedMass
 
 #: :class:`EdgeMass` computes masses at ``sigma_x`` on a lattice of ``2^(1/MASS_STEPS)`` steps
 #: (cached per lattice point until the locations change) and interpolates linearly in
@@ -52,6 +53,11 @@ class EdgeMass:
         This rank's rows ``(start, stop)``.
     density : (N,) float64 or None
         Model 2's densities (lengthscale ``sigma_x / sqrt(D)``); None for model 1.
+    groups
+        This rank's rows grouped by county (:class:`~.region_groups.EventGroups`, row indices
+        relative to ``rows[0]``) when their locations are redrawn inside their counties: model
+        1's masses in a polygon region are then planned per county once per level
+        (:mod:`.region_groups`), not per event and draw. None: per event.
 
     Masses are computed at the lattice points of :func:`mass_lattice` around ``sigma_x`` and
     interpolated between them in ``log sigma_x``; each lattice point's are cached (the last
@@ -66,6 +72,7 @@ class EdgeMass:
         *,
         rows: tuple[int, int],
         density: np.ndarray | None = None,
+        groups: EventGroups | None = None,
     ) -> None:
         self.region = region
         self.rows = rows
@@ -73,8 +80,18 @@ class EdgeMass:
         self._scale = (
             None if density is None else 1.0 / np.sqrt(np.asarray(density, np.float64)[r0:r1])
         )
+        self._grouped = self._grouped_mass(groups)
         self._cache: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self.set_locations(x, y)
+
+    def _grouped_mass(self, groups: EventGroups | None) -> GroupedMass | None:
+        """The per-county planner, for a polygon region and model 1 (see
+        :class:`~.region_groups.GroupedMass` for why not model 2)."""
+        if groups is None or self._scale is not None or not isinstance(self.region, BoundaryRegion):
+            return None
+        if groups.group.size != self.rows[1] - self.rows[0]:
+            raise ValueError("groups must hold exactly this rank's rows")
+        return GroupedMass(self.region, groups)
 
     def set_locations(self, x: np.ndarray, y: np.ndarray) -> None:
         """New locations of all N events; the cached masses are dropped."""
@@ -82,6 +99,11 @@ class EdgeMass:
         self._x = np.asarray(x, dtype=np.float64)[r0:r1]
         self._y = np.asarray(y, dtype=np.float64)[r0:r1]
         self._cache.clear()
+        self._outside = (
+            None
+            if self._grouped is None
+            else np.flatnonzero(~self._grouped.groups.inside(self._x, self._y))
+        )
 
     def lengthscales(self, sigma_x: float) -> np.ndarray | float:
         """Each row's trigger lengthscale (coordinate units)."""
@@ -106,9 +128,22 @@ class EdgeMass:
             if isinstance(self.region, RectangleRegion):
                 m = self.region.mass(self._x, self._y, self.lengthscales(sigma_x))
                 got = (m, np.zeros_like(m))
+            elif self._grouped is not None:
+                got = self._grouped_at(sigma_x)
             else:
                 got = self.region.mass_error(self._x, self._y, self.lengthscales(sigma_x))
         self._cache[key] = got  # most recently used last
         while len(self._cache) > MASS_POINTS_KEPT:
             del self._cache[next(iter(self._cache))]
         return got
+
+    def _grouped_at(self, sigma_x: float) -> tuple[np.ndarray, np.ndarray]:
+        """(mass, error scale) by the per-county plans; rows outside their county's box (a
+        file's own locations) by the per-event path."""
+        assert self._grouped is not None and self._outside is not None
+        m, e = self._grouped.mass_error(self._x, self._y, sigma_x)
+        out = self._outside
+        if out.size:
+            s = np.broadcast_to(self.lengthscales(sigma_x), self._x.shape)[out]
+            m[out], e[out] = self.region.mass_error(self._x[out], self._y[out], s)
+        return m, e

@@ -185,6 +185,18 @@ class _SegmentIndex:
         at = np.minimum(np.searchsorted(self.keys, key), self.keys.size - 1)
         return np.where(self.keys[at] == key, at, -1)
 
+    def box_near(self, box: np.ndarray, most: int = 4096) -> bool:
+        """Whether a segment may lie within ``reach`` of the box ``x0, x1, y0, y1``: a cell
+        overlapping it lists one (True, unsearched, when it overlaps more than ``most``)."""
+        x0, x1 = np.floor(np.asarray(box[:2]) / self.cell).astype(np.int64)
+        y0, y1 = np.floor(np.asarray(box[2:]) / self.cell).astype(np.int64)
+        if (x1 - x0 + 1) * (y1 - y0 + 1) > most:
+            return True
+        cx, cy = np.meshgrid(np.arange(x0, x1 + 1), np.arange(y0, y1 + 1))
+        key = self._key(cx.ravel(), cy.ravel())
+        at = np.minimum(np.searchsorted(self.keys, key), self.keys.size - 1)
+        return bool(np.any(self.keys[at] == key))
+
 
 @dataclass(frozen=True)
 class BoundaryRegion:
@@ -262,7 +274,7 @@ class BoundaryRegion:
         """One line for logs and reports."""
         return f"{self.label} ({self.start.shape[0]:,} boundary segments)"
 
-    def _index(self, s: float) -> _SegmentIndex:
+    def segment_index(self, s: float) -> _SegmentIndex:
         """The segment index whose reach covers ``CUTOFF * s`` (levels by powers of two)."""
         level = math.ceil(math.log2(CUTOFF * s))
         index = self._indexes.get(level)
@@ -306,7 +318,7 @@ class BoundaryRegion:
         if not exact:
             exact_rows = self._raster_mass(x, y, s, out, err)
         if exact_rows.size:
-            out[exact_rows] = self._exact_mass(x[exact_rows], y[exact_rows], s[exact_rows])
+            out[exact_rows] = self.exact_mass(x[exact_rows], y[exact_rows], s[exact_rows])
             err[exact_rows] = np.where(out[exact_rows] < 1.0, EXACT_ERROR, 0.0)
         return out, err
 
@@ -330,7 +342,9 @@ class BoundaryRegion:
             rows = np.flatnonzero(level == k)
             s_lo = 2.0 ** (k / LATTICE_STEPS)
             # events with no boundary segment within CUTOFF lengthscales keep all their mass
-            near = self._index(s_lo * 2.0 ** (1.0 / LATTICE_STEPS)).cells_of(x[rows], y[rows])
+            near = self.segment_index(s_lo * 2.0 ** (1.0 / LATTICE_STEPS)).cells_of(
+                x[rows], y[rows]
+            )
             rows = rows[near >= 0]
             if rows.size == 0:
                 continue
@@ -357,9 +371,9 @@ class BoundaryRegion:
                     key[1] * tile - margin,
                     (key[1] + 1) * tile + margin,
                 )
-                m = self._field(int(k), tag, box, limit).read(x[part], y[part])
+                m = self.raster(int(k), tag, box, limit).read(x[part], y[part])
                 if np.any(frac[part] > 0):
-                    hi = self._field(int(k) + 1, tag, box, limit).read(x[part], y[part])
+                    hi = self.raster(int(k) + 1, tag, box, limit).read(x[part], y[part])
                     m = (1.0 - frac[part]) * m + frac[part] * hi
                 m = np.clip(m, 0.0, 1.0)
                 out[part] = m
@@ -382,13 +396,13 @@ class BoundaryRegion:
         kept = all((k, k, int(a), int(b)) in self._fields for a, b in keys)
         if kept:
             return True
-        index = self._index(float(np.max(s[rows])))
+        index = self.segment_index(float(np.max(s[rows])))
         found = index.cells_of(x[rows], y[rows])
         found = found[found >= 0]
         candidates = float(np.sum(index.start[found + 1] - index.start[found]))
         return 2.0 * cells * COST_CELL < RASTER_REUSE * candidates * COST_CANDIDATE
 
-    def _field(
+    def raster(
         self,
         k: int,
         tile: tuple[int, int, int],
@@ -427,13 +441,13 @@ class BoundaryRegion:
             self._kept_cells[0] -= self._fields.pop(next(iter(self._fields))).values[0].size
         return got
 
-    def _exact_mass(self, x: np.ndarray, y: np.ndarray, s: np.ndarray) -> np.ndarray:
+    def exact_mass(self, x: np.ndarray, y: np.ndarray, s: np.ndarray) -> np.ndarray:
         """The exact path: the segment sum of the module docstring for every event."""
         out = np.ones(x.shape, dtype=np.float64)
         levels = np.ceil(np.log2(CUTOFF * s)).astype(np.int64)
         for level in np.unique(levels):
             which = np.flatnonzero(levels == level)
-            index = self._index(2.0**level / CUTOFF)
+            index = self.segment_index(2.0**level / CUTOFF)
             cells = index.cells_of(x[which], y[which])
             inside = cells >= 0
             which, cells = which[inside], cells[inside]

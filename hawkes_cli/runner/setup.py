@@ -69,6 +69,10 @@ def build_chain(config: Config, chain_id: int, comm: Comm, stop: StopFlag) -> Ch
     region = study_region(config, data, None if resampler is None else resampler[0])
 
     def likelihood_of(events: EventData, window_end: float | None) -> Likelihood:
+        counties = None
+        if resampler is not None:  # redrawn in their counties: edge masses planned per county
+            polys = resampler[0]
+            counties = (polys.triangles, polys.tri_owner, polys.codes(events.fips))
         return build_likelihood(
             events,
             config.engine,
@@ -79,6 +83,7 @@ def build_chain(config: Config, chain_id: int, comm: Comm, stop: StopFlag) -> Ch
             balance=balance,
             region=region,
             edge=config.model.edge,
+            counties=counties,
         )
 
     likelihood = likelihood_of(data, config.data.window_end)
