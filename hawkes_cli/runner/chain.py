@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
-import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -21,7 +20,7 @@ from ..distributed import ChainSetup, DistributedLikelihood, serve
 from ..errors import Interrupted, UsageError
 from ..model import Params
 from ..parallel import Comm, SerialComm
-from ..posterior import LogPosterior
+from ..posterior import LogPosterior, to_params
 from ..rundir import Checkpoint, RunDir
 from ..sampler import Sampler, make_sampler
 from ..start import StartResult
@@ -188,11 +187,8 @@ def _choose_trigger(
     config = setup.config
     if config.engine.trigger != TRIGGER_AUTO:
         return
-    if start is not None:
-        values = dict(zip(PARAM_NAMES, (math.exp(v) for v in start.theta), strict=True))
-    else:
-        values = dict(setup.initial)
-    choice = likelihood.choose_trigger(Params(**values))
+    p = to_params(start.theta) if start is not None else Params(**setup.initial)
+    choice = likelihood.choose_trigger(p)
     if choice is None:
         return
     log.info(
@@ -200,8 +196,8 @@ def _choose_trigger(
         setup.chain_id,
         choice.describe(),
         setup.rank.comm.size,
-        values["sigma_x"],
-        values["sigma_t"],
+        p.sigma_x,
+        p.sigma_t,
     )
 
 
