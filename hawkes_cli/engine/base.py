@@ -330,6 +330,8 @@ class Likelihood:
         self.renormalized = edge is not None and edge_kind == EDGE_RENORMALIZED
         if self.renormalized and edge.rows != (0, int(np.size(time))):
             raise ValueError("renormalized: the edge masses must be those of all N events")
+        if self.renormalized and isinstance(backend, BoundedPairBackend):
+            raise ValueError("renormalized: the truncated trigger has no per-source amplitude")
         self._relative_edge_error: tuple[float, np.ndarray] | None = None
         self.lattice = lattice
         self.comm = comm or SerialComm()
