@@ -89,18 +89,6 @@ EXACT_SLOWER_BY = 1.1
 MIN_TOLERANCE = 1e-3
 
 
-def edge_problem(edge: str, trigger: str) -> str | None:
-    """Why ``model.edge`` cannot run with ``engine.trigger`` (None when it can): the truncated
-    kernels carry no per-source amplitude, so ``renormalized`` needs the exact trigger
-    (``auto`` takes it)."""
-    if edge == EDGE_RENORMALIZED and trigger == TRIGGER_TRUNCATED:
-        return (
-            "model.edge: renormalized needs the exact trigger (the truncated kernels carry no "
-            "per-source amplitude): set engine.trigger: exact or auto, or model.edge: censored"
-        )
-    return None
-
-
 def tolerance_problem(value: float, name: str = "engine.tolerance") -> str | None:
     """Why ``value`` is not a truncation tolerance in nats, or ``None`` when it is one.
 

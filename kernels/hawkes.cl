@@ -227,8 +227,9 @@ static double trigger_row(const int i, __global const real *t, __global const re
 /*
  * One work-item per row: rows row0 .. row0 + nrows - 1 (trigger_model1, trigger_model2; with
  * each source's amplitude a_m, trigger_scaled1, trigger_scaled2), or the rows listed in
- * sample[0 .. nrows) (trigger_sample1, trigger_sample2: the truncated engine's self-check
- * against the exact sum on the same device). Work-items past nrows (the launch is rounded up to
+ * sample[0 .. nrows) (trigger_sample1, trigger_sample2, and with amplitudes
+ * trigger_scaled_sample1, trigger_scaled_sample2: the truncated engine's self-check against the
+ * exact sum on the same device). Work-items past nrows (the launch is rounded up to
  * whole work-groups) do nothing; no local memory, no barrier, so any work-group size gives the
  * same sums.
  */
@@ -254,6 +255,8 @@ TRIGGER_KERNEL(trigger_scaled1, 0, 1, row0 + g)
 TRIGGER_KERNEL(trigger_scaled2, 1, 1, row0 + g)
 TRIGGER_KERNEL(trigger_sample1, 0, 0, sample[g])
 TRIGGER_KERNEL(trigger_sample2, 1, 0, sample[g])
+TRIGGER_KERNEL(trigger_scaled_sample1, 0, 1, sample[g])
+TRIGGER_KERNEL(trigger_scaled_sample2, 1, 1, sample[g])
 
 /*
  * Background over distinct times: row u gets sum_{v != u} c_v 2^(-(tu_u - tu_v)^2 kb),

@@ -352,37 +352,45 @@ static dvec gap(const dvec p, const double a, const double h)
  * Sum over the sources [s, e) (sorted arrays; coordinates relative to their cell's corner) of
  * the trigger terms of one row (coordinates relative to the same corner, two-part in float32),
  * eight sources per step with aligned loads; lanes outside [s, e) are masked. Model 2 weighs
- * each term by its density w_m, which also scales its squared distance.
+ * each term by its density w_m, which also scales its squared distance; with amp (a compile-time
+ * constant of each kernel, model.edge: renormalized) every term is also weighed by its source's
+ * amplitude sa_m = 1 / M_m, which the host also puts into the float64 weights of the prefix
+ * sums, moments and far sums (so every bound below carries it).
  */
 static real8 rel_terms(const int k, const real ti, const real xi, const real yi,
                        const real xil, const real yil, __global const real *st,
                        __global const real *sxr, __global const real *syr,
-                       __global const real *sw, const real kt, const real kx, const real ktl,
-                       const real kxr, const real shift, const int model2)
+                       __global const real *sw, __global const real *sa, const real kt,
+                       const real kx, const real ktl, const real kxr, const real shift,
+                       const int model2, const int amp)
 {
     const real8 dt = ti - LOAD8(st, k);
     const real8 dx = (xi - LOAD8(sxr, k)) + xil;
     const real8 dy = (yi - LOAD8(syr, k)) + yil;
     const real8 r2 = dx * dx + dy * dy;
+    real8 v;
     if (model2) {
         const real8 wm = LOAD8(sw, k);
-        return wm * exp2_trunc(EXPONENT(shift, dt, kt, ktl, r2 * (kx * wm), kxr));
+        v = wm * exp2_trunc(EXPONENT(shift, dt, kt, ktl, r2 * (kx * wm), kxr));
+    } else {
+        v = exp2_trunc(EXPONENT(shift, dt, kt, ktl, r2 * kx, kxr));
     }
-    return exp2_trunc(EXPONENT(shift, dt, kt, ktl, r2 * kx, kxr));
+    return amp ? LOAD8(sa, k) * v : v;
 }
 
 static double rel_sum(const int s, const int e, const real ti, const real xi, const real yi,
                       const real xil, const real yil, __global const real *st,
                       __global const real *sxr, __global const real *syr,
-                      __global const real *sw, const real kt, const real kx, const real ktl,
-                      const real kxr, const real shift, const int model2)
+                      __global const real *sw, __global const real *sa, const real kt,
+                      const real kx, const real ktl, const real kxr, const real shift,
+                      const int model2, const int amp)
 {
     const real8 lane = (real8)(0, 1, 2, 3, 4, 5, 6, 7);
     const int first = s & ~7, last = e & ~7;
     real8 v;
     double acc = 0.0;
 #define TERMS(k) \
-    rel_terms(k, ti, xi, yi, xil, yil, st, sxr, syr, sw, kt, kx, ktl, kxr, shift, model2)
+    rel_terms(k, ti, xi, yi, xil, yil, st, sxr, syr, sw, sa, kt, kx, ktl, kxr, shift, model2, amp)
     if (first == last) { /* one chunk holds [s, e) */
         v = TERMS(first);
         return HSUM8(lane >= (real)(s - first) && lane < (real)(e - first) ? v : (real8)0);
@@ -413,9 +421,9 @@ static double rel_sum(const int s, const int e, const real ti, const real xi, co
  */
 static double row_sum(const int s, const int e, const double tj, const double xr,
                       const double yr, __global const real *st, __global const real *sxr,
-                      __global const real *syr, __global const real *sw, const real kt,
-                      const real kx, const real ktl, const real kxr, const real shift,
-                      const int model2)
+                      __global const real *syr, __global const real *sw,
+                      __global const real *sa, const real kt, const real kx, const real ktl,
+                      const real kxr, const real shift, const int model2, const int amp)
 {
     const real xi = (real)xr, yi = (real)yr;
 #if REAL_IS_DOUBLE
@@ -423,8 +431,8 @@ static double row_sum(const int s, const int e, const double tj, const double xr
 #else
     const real xil = (real)(xr - (double)xi), yil = (real)(yr - (double)yi);
 #endif
-    return rel_sum(s, e, (real)tj, xi, yi, xil, yil, st, sxr, syr, sw, kt, kx, ktl, kxr, shift,
-                   model2);
+    return rel_sum(s, e, (real)tj, xi, yi, xil, yil, st, sxr, syr, sw, sa, kt, kx, ktl, kxr,
+                   shift, model2, amp);
 }
 
 /*
@@ -485,8 +493,8 @@ static void blocks_body(
     __global const double *td, __global const double *xd, __global const double *yd,
     /* sources sorted by (level, cell, index); coordinates relative to their cell's corner */
     __global const real *st, __global const real *sxr, __global const real *syr,
-    __global const real *sw, __global const double *std, __global const double *pre,
-    __global const double *pre16,
+    __global const real *sw, __global const real *sa, __global const double *std,
+    __global const double *pre, __global const double *pre16,
     /* prefix moments of the expansion cells from mc0 (cell_moments) */
     __global const double *mom, __global const int *moff, const int mc0,
     /* cells and grids: level l holds cells [loff[l], loff[l + 1]) of size hs[l], whose
@@ -507,7 +515,7 @@ static void blocks_body(
     const real kt, const real kx, const real ktl, const real kxr, const real shift,
     __global const double *kl, const double sigma_t, const double vscale, const double t0, const double inv_sigma_t,
     const int exp_mode, __global double *out_e, __global double *out_tail,
-    __global double *out_ring, const int model2)
+    __global double *out_ring, const int model2, const int amp)
 {
     const int b = get_global_id(0);
     if (b >= nblocks) {
@@ -616,8 +624,8 @@ static void blocks_body(
                         }
                         if (s0 < er) {
                             ua.a[j] += cdlo[c] * row_sum(s0, er, ut.a[j], ux.a[j] - cxa,
-                                                         uy.a[j] - cya, st, sxr, syr, sw, kt,
-                                                         kxc, ktl, kxr, shift, 0);
+                                                         uy.a[j] - cya, st, sxr, syr, sw, sa,
+                                                         kt, kxc, ktl, kxr, shift, 0, amp);
                         }
                     }
                     continue;
@@ -691,10 +699,10 @@ static void blocks_body(
                     const double xr = ux.a[j] - cxa, yr = uy.a[j] - cya;
                     if (uni) {
                         ua.a[j] += cdlo[c] * row_sum(s, er, ut.a[j], xr, yr, st, sxr, syr, sw,
-                                                     kt, kxc, ktl, kxr, shift, 0);
+                                                     sa, kt, kxc, ktl, kxr, shift, 0, amp);
                     } else {
-                        ua.a[j] += row_sum(s, er, ut.a[j], xr, yr, st, sxr, syr, sw, kt, kx,
-                                           ktl, kxr, shift, model2);
+                        ua.a[j] += row_sum(s, er, ut.a[j], xr, yr, st, sxr, syr, sw, sa, kt,
+                                           kx, ktl, kxr, shift, model2, amp);
                     }
                 }
             }
@@ -712,11 +720,12 @@ static void blocks_body(
     }
 }
 
-#define BLOCKS_KERNEL(name, model2)                                                            \
+#define BLOCKS_KERNEL(name, model2, amp)                                                       \
     __kernel void name(__global const double *td, __global const double *xd,                  \
                        __global const double *yd, __global const real *st,                    \
                        __global const real *sxr, __global const real *syr,                    \
-                       __global const real *sw, __global const double *std,                   \
+                       __global const real *sw, __global const real *sa,                      \
+                       __global const double *std,                                            \
                        __global const double *pre, __global const double *pre16,              \
                        __global const double *mom, __global const int *moff, const int mc0,   \
                        __global const long *ckey, __global const int *cbeg,                   \
@@ -732,13 +741,17 @@ static void blocks_body(
                        const double inv_sigma_t, const int exp_mode, __global double *out_e,  \
                        __global double *out_tail, __global double *out_ring)                  \
     {                                                                                          \
-        blocks_body(td, xd, yd, st, sxr, syr, sw, std, pre, pre16, mom, moff, mc0, ckey, cbeg,   \
+        blocks_body(td, xd, yd, st, sxr, syr, sw, sa, std, pre, pre16, mom, moff, mc0, ckey,   \
+                    cbeg,                                                                      \
                     cdlo, cdhi, loff, hs, dlo, nlevels, nbase, x0, y0, brow, nblocks, row0,    \
-                    bmask, kt, kx, ktl, kxr, shift, kl, sigma_t, vscale, t0, inv_sigma_t, exp_mode, out_e, out_tail, out_ring,     \
-                    model2);                                                                   \
+                    bmask, kt, kx, ktl, kxr, shift, kl, sigma_t, vscale, t0, inv_sigma_t,      \
+                    exp_mode, out_e, out_tail, out_ring, model2, amp);                         \
     }
 
 /* model 1: one level, unit weights */
-BLOCKS_KERNEL(truncated_blocks, 0)
+BLOCKS_KERNEL(truncated_blocks, 0, 0)
 /* model 2: one level per density band, weights and scales D_m */
-BLOCKS_KERNEL(truncated_blocks2, 1)
+BLOCKS_KERNEL(truncated_blocks2, 1, 0)
+/* the same with each source's amplitude sa_m (model.edge: renormalized; sa unread above) */
+BLOCKS_KERNEL(truncated_scaled, 0, 1)
+BLOCKS_KERNEL(truncated_scaled2, 1, 1)

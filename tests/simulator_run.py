@@ -25,6 +25,7 @@ from hawkes_cli.engine.selfcheck import (
     CHECK_KAPPA,
     CHECK_PARAMS,
     CHECK_ROUNDING,
+    check_amplitude,
     check_events,
     relative_excess,
     truncated_excess,
@@ -58,8 +59,8 @@ def run(
     p = CHECK_PARAMS
     ref = ReferenceBackend(t, x, y, density, model=model, area=CHECK_AREA, times=times)
     e0, b0 = ref.trigger(p.sigma_x, p.sigma_t), ref.background(p.tau_t)
-    # model.edge: renormalized's per-source amplitudes (trigger_scaled*), any values in [1, 3)
-    amplitude = 2.0 + np.sin(np.arange(t.size, dtype=np.float64))
+    # model.edge: renormalized's per-source amplitudes (the scaled kernels)
+    amplitude = check_amplitude(t.size)
     ref.set_amplitude(amplitude)
     e0_scaled = ref.trigger(p.sigma_x, p.sigma_t)
     dev = Device.select(device)
@@ -74,10 +75,11 @@ def run(
         return TruncatedBackend(events, kappa=CHECK_KAPPA, **common)
 
     blocks = "truncated_blocks2" if model == 2 else "truncated_blocks"
+    scaled_blocks = "truncated_scaled2" if model == 2 else "truncated_scaled"
     names = (
         [f"trigger_model{model}", f"trigger_scaled{model}", "background"]
         if engine == "exact"
-        else ["cell_prefix", "cell_prefix16", "cell_moments", blocks]
+        else ["cell_prefix", "cell_prefix16", "cell_moments", blocks, scaled_blocks]
     )
     largest = _max_local(build(None), names)
     out["largest"] = largest
@@ -98,7 +100,13 @@ def run(
         else:
             e, omega = be.trigger_bounded(p.sigma_x, p.sigma_t)
             di = be._build_index(p.sigma_x)
-            run_out["worst"] = truncated_excess(e, omega, e0, r)
+            be.set_amplitude(amplitude)  # the scaled row blocks and self-check rows
+            scaled, scaled_omega = be.trigger_bounded(p.sigma_x, p.sigma_t)
+            run_out["worst"] = max(
+                truncated_excess(e, omega, e0, r),
+                truncated_excess(scaled, scaled_omega, e0_scaled, r),
+            )
+            run_out["scaled"] = scaled.tolist()
             run_out["check_failure"] = be.check_failure
             run_out["omega"] = omega.tolist()
             run_out["expanded_sources"] = int(t.size - di.index.expanded[1])

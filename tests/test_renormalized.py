@@ -25,7 +25,6 @@ from hawkes_cli.data import EventData
 from hawkes_cli.engine import make_likelihood
 from hawkes_cli.engine.edge_mass import mass_lattice
 from hawkes_cli.engine.region import RectangleRegion
-from hawkes_cli.errors import ConfigError, UsageError
 from hawkes_cli.model import Params
 from hawkes_cli.simulate import simulate
 
@@ -140,29 +139,15 @@ def test_rows_split_over_ranks_sum_to_the_whole(events, model):
     assert sum(parts) == pytest.approx(whole, rel=1e-12)
 
 
-@pytest.mark.opencl
-def test_auto_trigger_runs_exact_and_truncated_is_refused(events):
-    """With a tolerance the truncated kernels would run, but they carry no per-source
-    amplitude: ``trigger: auto`` takes the exact pair sum, ``truncated`` is a usage error."""
-    p = Params(mu0=0.8, tau_t=3.0, xi0=0.6, sigma_x=0.8, sigma_t=4.0)
-    kw = {"model": 1, "area": AREA, "engine": "opencl", "region": REGION, "edge": "renormalized"}
-    lik = make_likelihood(events, tolerance=0.05, precision="float64", **kw)
-    assert "trigger: pair sum (exact)" in lik.path
-    assert lik.loglik(p) == pytest.approx(_by_hand(events, p, 1), rel=1e-10)
-    with pytest.raises(UsageError, match="renormalized needs the exact trigger"):
-        make_likelihood(events, tolerance=0.05, trigger="truncated", **kw)
-
-
-def test_config_refuses_renormalized_with_the_truncated_trigger(tmp_path):
-    """The config check says so before any chain starts (a Slurm job would otherwise fail in
-    the queue)."""
+def test_config_takes_renormalized_with_every_trigger(tmp_path):
+    """The truncated kernels carry each source's amplitude too (tests/test_truncated_amplitude.py),
+    so no trigger is refused with ``renormalized``."""
     text = "data: {events: e.h5}\nmodel: {edge: renormalized}\nengine: {trigger: %s}\n"
     path = tmp_path / "c.yaml"
-    path.write_text(text % "truncated")
-    with pytest.raises(ConfigError, match=r"c\.yaml: model\.edge: renormalized needs the exact"):
-        load_config(path)
-    path.write_text(text % "auto")
-    assert load_config(path).model.edge == "renormalized"
+    for trigger in ("truncated", "auto", "exact"):
+        path.write_text(text % trigger)
+        config = load_config(path)
+        assert (config.model.edge, config.engine.trigger) == ("renormalized", trigger)
 
 
 def _xi0_fit(data: EventData, p: Params, edge: str) -> float:

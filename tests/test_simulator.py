@@ -93,6 +93,7 @@ def test_kernels_clean_and_right_on_oclgrind(tmp_path, engine, model, precision)
         if engine == "exact":
             assert run["b"] == first["b"]
         else:
+            assert run["scaled"] == first["scaled"]
             assert run["check_failure"] is None
             assert run["omega"] == first["omega"]
             # every path of the row-block kernel was taken

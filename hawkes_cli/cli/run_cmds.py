@@ -82,7 +82,7 @@ for _command in cluster_cmds.COMMANDS:
     show_default=True,
     help="none: the paper's likelihood; censored: the compensator counts only each event's "
     "trigger mass inside the study region (the file's rectangle or county polygons); "
-    "renormalized: each event's trigger kernel is divided by that mass (exact trigger).",
+    "renormalized: each event's trigger kernel is divided by that mass.",
 )
 @json_option("Print one JSON object.")
 def loglik_cmd(

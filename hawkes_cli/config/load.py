@@ -13,7 +13,6 @@ from typing import Any
 import yaml
 
 from ..errors import ConfigError
-from ..vocab import edge_problem
 from .reader import describe, suggest
 from .schema import SECTIONS, Config, stopping_problem
 from .sections import load_section
@@ -117,7 +116,6 @@ def config_from_mapping(
         for name in SECTIONS
     }
     problem = stopping_problem(sections["sampler"].stop_when, sections["chains"].count)
-    problem = problem or edge_problem(sections["model"].edge, sections["engine"].trigger)
     if problem is not None:
         raise ConfigError(f"{where}: {problem}")
     return Config(**sections, source=source)

@@ -161,7 +161,7 @@ class ModelConfig:
         One of :data:`~hawkes_cli.vocab.EDGES`: ``"none"`` (the paper's likelihood),
         ``"censored"`` (the compensator counts each event's trigger mass inside the study
         region only; :mod:`hawkes_cli.engine.region`) or ``"renormalized"`` (each event's
-        trigger kernel divided by that mass, the compensator whole; the exact trigger).
+        trigger kernel divided by that mass, the compensator whole).
     """
 
     kind: int = field(default=DEFAULT_MODEL, metadata=choice(MODELS))

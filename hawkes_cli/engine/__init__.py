@@ -20,7 +20,6 @@ Modules, imports flowing one way (each uses only those above it):
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import math
 import os
@@ -47,7 +46,6 @@ from ..vocab import (
     LATTICE_FROM,
     TRIGGER_EXACT,
     TRIGGERS,
-    edge_problem,
     tolerance_problem,
 )
 from .base import BoundedPairBackend, Evaluation, Likelihood, PairBackend, TimeStructure
@@ -125,10 +123,9 @@ def build_likelihood(
         rows over ranks (``tolerance > 0`` and ``comm.size > 1``); default: pair-term counts.
     region, edge, counties
         The study region of the edge correction (:mod:`.region`; None: the paper's likelihood),
-        how it enters, ``"censored"`` or ``"renormalized"`` (DESIGN section 2b; the latter runs
-        the exact trigger, :func:`_exact_trigger`), and ``(triangles, tri_owner, codes)`` of
-        the polygons the locations are redrawn in (masses planned per county,
-        :mod:`.region_groups`; None: per event).
+        how it enters, ``"censored"`` or ``"renormalized"`` (DESIGN section 2b), and
+        ``(triangles, tri_owner, codes)`` of the polygons the locations are redrawn in (masses
+        planned per county, :mod:`.region_groups`; None: per event).
 
     Raises
     ------
@@ -139,8 +136,6 @@ def build_likelihood(
     """
     comm = comm or SerialComm()
     _check(data, settings, model=model, area=area, window_end=window_end)
-    if region is not None and edge == EDGE_RENORMALIZED:
-        settings = _exact_trigger(settings)
     ts = TimeStructure.from_times(data.time)
     rows = _rows(data, ts, settings, model=model, comm=comm, balance=balance)
     backend = _pair_backend(data, ts, settings, model=model, area=area, rows=rows, comm=comm)
@@ -178,19 +173,6 @@ def _edge_masses(
         region, data.x, data.y, rows=(r0, r1), density=data.density if model == 2 else None,
         groups=groups,
     )  # fmt: skip
-
-
-def _exact_trigger(settings: EngineConfig) -> EngineConfig:
-    """``settings`` with the exact trigger, which ``model.edge: renormalized`` needs (the
-    truncated kernels' bounds and expansions know no per-source amplitude): ``engine.trigger:
-    auto`` takes it, ``truncated`` is a :class:`UsageError`."""
-    if not _truncates(settings):
-        return settings
-    problem = edge_problem(EDGE_RENORMALIZED, settings.trigger)
-    if problem is not None:
-        raise UsageError(problem)
-    log.info("model.edge: renormalized: the exact trigger (engine.trigger: auto)")
-    return dataclasses.replace(settings, trigger=TRIGGER_EXACT)
 
 
 def _lattice(

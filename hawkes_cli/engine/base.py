@@ -330,9 +330,8 @@ class Likelihood:
         self.renormalized = edge is not None and edge_kind == EDGE_RENORMALIZED
         if self.renormalized and edge.rows != (0, int(np.size(time))):
             raise ValueError("renormalized: the edge masses must be those of all N events")
-        if self.renormalized and isinstance(backend, BoundedPairBackend):
-            raise ValueError("renormalized: the truncated trigger has no per-source amplitude")
         self._relative_edge_error: tuple[float, np.ndarray] | None = None
+        self._amplitude_at: float | None = None  # the sigma_x of the backend's amplitudes
         self.lattice = lattice
         self.comm = comm or SerialComm()
         t = np.asarray(time, dtype=np.float64)
@@ -442,8 +441,7 @@ class Likelihood:
 
         def run() -> np.ndarray:
             self.trigger_passes += 1
-            if self.renormalized:  # each source's kernel over its mass inside the region
-                self.backend.set_amplitude(1.0 / self._renormalized_mass(sigma_x)[0])
+            self._amplify(sigma_x)
             if bounded is not None:
                 e, omega = bounded.trigger_bounded(sigma_x, sigma_t)
                 return np.vstack([np.asarray(e, np.float64), np.asarray(omega, np.float64)])
@@ -464,6 +462,14 @@ class Likelihood:
         self._trig_total.clear()
         self._recent_ll.clear()
         self._relative_edge_error = None
+        self._amplitude_at = None
+
+    def _amplify(self, sigma_x: float) -> None:
+        """``renormalized``: give the backend each source's amplitude ``1 / M_m`` at
+        ``sigma_x`` (its kernel over its mass inside the region), unless it has them."""
+        if self.renormalized and self._amplitude_at != sigma_x:
+            self.backend.set_amplitude(1.0 / self._renormalized_mass(sigma_x)[0])
+            self._amplitude_at = sigma_x
 
     def truncation_state(self) -> dict | None:
         """What a checkpoint needs to continue bit for bit: the truncation's cut-off (None for
@@ -577,6 +583,7 @@ class Likelihood:
             # the first evaluation: predict the cut-off from a probe instead of tightening
             # from a guess over several full passes
             base = p.mu0 * self._background(p.tau_t)
+            self._amplify(p.sigma_x)
             bounded.calibrate(p.sigma_x, p.sigma_t, base, p.xi0, self.comm)
             self._e_cache.clear()
         while True:

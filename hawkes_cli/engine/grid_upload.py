@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from .. import kernels
+from . import profile
 from .device import VEC, DeviceEvents
 from .grid import GridIndex
 from .launch import Buffer
@@ -93,8 +94,10 @@ class DeviceIndex:
         evaluation share them).
     group : dict
         Their grouping level by time width.
-    pre_sigma_t : float or None
-        The ``sigma_t`` the prefix sums and moments were last computed for.
+    pre_key : (sigma_t, amplitude version) or None
+        What the prefix sums and moments were last computed for.
+    amplitude : (version, sa, swd) or None
+        The sources' amplitudes of that version (:func:`upload_amplitude`).
     """
 
     index: GridIndex
@@ -102,7 +105,26 @@ class DeviceIndex:
     kl: tuple[float, Any] | None = None
     rows: dict[float, np.ndarray] = field(default_factory=dict)
     group: dict[float, int] = field(default_factory=dict)
-    pre_sigma_t: float | None = None
+    pre_key: tuple[float, int] | None = None
+    amplitude: tuple[int, Any, Any] | None = None
+
+    def source_weights(
+        self,
+        events: DeviceEvents,
+        amplitude: np.ndarray | None,
+        version: int,
+        weight: np.ndarray,
+    ) -> tuple[Any, Any]:
+        """``(sa, swd)`` for the row-block and prefix kernels: with ``amplitude`` (shape (N,),
+        ``version`` its number), :func:`upload_amplitude`'s buffers, kept per version; without,
+        ``sw`` (then unread) and the plain weights ``swd``."""
+        if amplitude is None:
+            return self.buffers.sw, self.buffers.swd
+        if self.amplitude is None or self.amplitude[0] != version:
+            with profile.stage("amplitude upload"):
+                sa, swd = upload_amplitude(events, self.index, amplitude, weight)
+            self.amplitude = (version, sa, swd)
+        return self.amplitude[1], self.amplitude[2]
 
 
 @dataclass(frozen=True)
@@ -212,3 +234,29 @@ def upload_index(
         mc0=mc0,
         mk0=mk0,
     )
+
+
+def upload_amplitude(
+    events: DeviceEvents, index: GridIndex, amplitude: np.ndarray, weight: np.ndarray
+) -> tuple[Buffer, Buffer]:
+    """Each source's amplitude ``a_m`` (``model.edge: renormalized``) in ``index``'s sorted
+    order, as the row-block kernels with amplitudes read it.
+
+    Parameters
+    ----------
+    events
+        The events on the device.
+    index
+        The grid index the buffers go with.
+    amplitude, weight : (N,) float64
+        ``a_m`` and ``w_m`` (densities for model 2, else ones) by event index.
+
+    Returns
+    -------
+    sa, swd
+        ``a_m`` in the working precision, padded like ``IndexBuffers.sw`` (the pair terms), and
+        ``w_m a_m`` in float64 (in place of ``IndexBuffers.swd``: the prefix sums, Hermite
+        moments and so every bound carry the amplitude).
+    """
+    a = amplitude[index.order]
+    return events.upload(_padded(a, events.real)), events.upload(weight[index.order] * a)

@@ -65,8 +65,9 @@ def argument_kinds(cls: type) -> tuple[tuple[str, str], ...]:
 class TriggerArgs(KernelArgs):
     """``trigger_model1``, ``trigger_model2``, ``trigger_scaled1``, ``trigger_scaled2`` (rows
     ``row0 ..``; the scaled ones weight each source by its amplitude ``a``, the others do not
-    read it) and ``trigger_sample1``, ``trigger_sample2`` (the rows listed in ``sample``): exact
-    trigger sums, one per row."""
+    read it) and ``trigger_sample1``, ``trigger_sample2``, ``trigger_scaled_sample1``,
+    ``trigger_scaled_sample2`` (the rows listed in ``sample``): exact trigger sums, one per
+    row."""
 
     t: Buffer
     x: Buffer
@@ -169,7 +170,9 @@ class MomentsArgs(KernelArgs):
 @dataclass(frozen=True)
 class BlocksArgs(KernelArgs):
     """``truncated_blocks`` (model 1) and ``truncated_blocks2`` (model 2): the truncated
-    trigger of row blocks and the bound of what it omits (``kernels/truncated.cl``)."""
+    trigger of row blocks and the bound of what it omits (``kernels/truncated.cl``); with each
+    source's amplitude ``sa`` (sorted like ``sw``), ``truncated_scaled`` and
+    ``truncated_scaled2`` (``sa`` is unread by the others)."""
 
     td: Buffer
     xd: Buffer
@@ -178,6 +181,7 @@ class BlocksArgs(KernelArgs):
     sxr: Buffer
     syr: Buffer
     sw: Buffer
+    sa: Buffer
     std: Buffer
     pre: Buffer
     pre16: Buffer
@@ -223,6 +227,8 @@ KERNEL_ARGS: dict[str, type[KernelArgs]] = {
     "trigger_scaled2": TriggerArgs,
     "trigger_sample1": TriggerArgs,
     "trigger_sample2": TriggerArgs,
+    "trigger_scaled_sample1": TriggerArgs,
+    "trigger_scaled_sample2": TriggerArgs,
     "background": BackgroundArgs,
     "background_pairs": BackgroundPairsArgs,
     "cell_prefix": PrefixArgs,
@@ -230,6 +236,8 @@ KERNEL_ARGS: dict[str, type[KernelArgs]] = {
     "cell_moments": MomentsArgs,
     "truncated_blocks": BlocksArgs,
     "truncated_blocks2": BlocksArgs,
+    "truncated_scaled": BlocksArgs,
+    "truncated_scaled2": BlocksArgs,
 }
 
 

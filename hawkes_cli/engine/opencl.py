@@ -179,6 +179,7 @@ class OpenCLBackend:
         self._k_trigger = kernel(prog, f"trigger_model{model}")
         self._k_scaled = kernel(prog, f"trigger_scaled{model}")
         self._k_sample = kernel(prog, f"trigger_sample{model}")
+        self._k_scaled_sample = kernel(prog, f"trigger_scaled_sample{model}")
         self._k_background = kernel(prog, "background")
 
     @property
@@ -237,15 +238,14 @@ class OpenCLBackend:
         """E of the events ``rows`` (indices into all N, any order), float64, shape
         (len(rows),): the same sums as :meth:`trigger`, for a sample of rows (the truncated
         engine's self-check, :class:`~hawkes_cli.engine.rowcheck.RowCheck`)."""
-        if self.events.buf_a is not None:
-            raise ValueError("trigger_at has no per-source amplitude (model.edge: renormalized)")
         rows = np.ascontiguousarray(rows, dtype=np.int32)
         if rows.size == 0:
             return np.empty(0)
         out = np.empty(rows.size)
         buf = self.events.output(out.nbytes)
+        scaled = self.events.buf_a is not None
         self._launch_trigger(
-            self._k_sample, rows.size, sigma_x, sigma_t,
+            self._k_scaled_sample if scaled else self._k_sample, rows.size, sigma_x, sigma_t,
             sample=self.events.upload(rows), out=buf,
         )  # fmt: skip
         self.events.read(out, buf)
@@ -265,8 +265,8 @@ class OpenCLBackend:
         out: Any = None,
     ) -> None:
         """Enqueue ``trigger_model*`` or ``trigger_scaled*`` (this backend's rows into
-        ``_e_host``) or ``trigger_sample*`` (the rows in ``sample`` into ``out``, read by the
-        caller)."""
+        ``_e_host``) or ``trigger_sample*``, ``trigger_scaled_sample*`` (the rows in ``sample``
+        into ``out``, read by the caller)."""
         ev = self.events
         kt, ktl = ev.coefficient(LOG2E / sigma_t)
         kx, kxr = ev.coefficient(LOG2E / (2.0 * sigma_x * sigma_x), relative=True)

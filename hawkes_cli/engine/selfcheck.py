@@ -3,7 +3,8 @@
 ``hawkes-run devices --check`` runs :func:`check_device` on each device: it builds both
 programs in both precisions, evaluates B and E of both models with the exact kernels and the
 truncated ones (row blocks, ring cells, expansion boxes: :func:`check_events` is made so that
-all of them are used) and compares every row with the numpy float64 reference
+all of them are used), each also with per-source amplitudes (``model.edge: renormalized``'s
+scaled kernels, :func:`check_amplitude`), and compares every row with the numpy float64 reference
 (:class:`~hawkes_cli.engine.reference.ReferenceBackend`). A user on a new cluster learns in a
 minute whether its GPU computes what the CPU does; the truncated engine also checks a sample
 of rows on its device whenever its cut-off or grid changes
@@ -15,6 +16,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -58,6 +60,12 @@ def check_events(n: int = CHECK_EVENTS, seed: int = 11):
     y = np.where(city, 40 + rng.normal(0, 0.05, n), rng.uniform(37.5, 42.5, n))
     d = np.where(city, 0.5, np.exp(rng.uniform(np.log(0.04), np.log(70000.0), n)))
     return t, x, y, d
+
+
+def check_amplitude(n: int) -> np.ndarray:
+    """Per-source amplitudes of the check (the scaled kernels of ``model.edge:
+    renormalized``): any values in [1, 3), shape (n,), float64."""
+    return 2.0 + np.sin(np.arange(n, dtype=np.float64))
 
 
 @dataclass(frozen=True)
@@ -124,7 +132,8 @@ def check_device(spec: str, n: int = CHECK_EVENTS) -> DeviceReport:
     Cases: models 1 and 2, float32 and float64, the exact kernels (B and E of every row within
     :data:`CHECK_ROUNDING` of the reference) and the truncated ones at :data:`CHECK_KAPPA`
     (``E~`` within its bound ``omega`` of the reference, and the engine's own sample
-    self-check passing). A case that cannot build or run fails with the reason.
+    self-check passing); E of each also with the amplitudes of :func:`check_amplitude`. A
+    case that cannot build or run fails with the reason.
 
     Raises
     ------
@@ -132,14 +141,13 @@ def check_device(spec: str, n: int = CHECK_EVENTS) -> DeviceReport:
         ``spec`` matches no device.
     """
     from .device import Device, DeviceEvents
-    from .opencl import OpenCLBackend
     from .reference import ReferenceBackend
-    from .truncated import TruncatedBackend
 
     start = time.perf_counter()
     device = Device.select(spec)
     info = device.info
     t, x, y, d = check_events(n)
+    amplitude = check_amplitude(t.size)
     times = TimeStructure.from_times(t)
     p = CHECK_PARAMS
     cases: list[CaseResult] = []
@@ -147,29 +155,17 @@ def check_device(spec: str, n: int = CHECK_EVENTS) -> DeviceReport:
         density = d if model == 2 else None
         ref = ReferenceBackend(t, x, y, density, model=model, area=CHECK_AREA, times=times)
         e0, b0 = ref.trigger(p.sigma_x, p.sigma_t), ref.background(p.tau_t)
+        ref.set_amplitude(amplitude)
+        refs = (e0, b0, ref.trigger(p.sigma_x, p.sigma_t))
         for precision in PRECISIONS:
             r = CHECK_ROUNDING[precision]
-            common = {"model": model, "area": CHECK_AREA}
             for engine in ("exact", "truncated"):
                 name = f"model {model} {precision} {engine}"
                 try:
                     events = DeviceEvents(
                         device, t, x, y, density, precision=precision, times=times
                     )
-                    if engine == "exact":
-                        be = OpenCLBackend(events, **common)
-                        worst = max(
-                            relative_excess(be.trigger(p.sigma_x, p.sigma_t), e0, r),
-                            relative_excess(be.background(p.tau_t), b0, r),
-                        )
-                        detail = "B and E of every row"
-                    else:
-                        tr = TruncatedBackend(events, kappa=CHECK_KAPPA, **common)
-                        e, omega = tr.trigger_bounded(p.sigma_x, p.sigma_t)
-                        worst = truncated_excess(e, omega, e0, r)
-                        detail = f"E~ within its bound ({tr.trigger_path})"
-                        if tr.check_failure:
-                            worst, detail = float("inf"), tr.check_failure
+                    worst, detail = _case(events, engine, model, r, amplitude, refs)
                 except HawkesError as exc:
                     cases.append(CaseResult(name, False, float("inf"), str(exc)))
                     continue
@@ -188,3 +184,41 @@ def check_device(spec: str, n: int = CHECK_EVENTS) -> DeviceReport:
         seconds=time.perf_counter() - start,
         cases=tuple(cases),
     )
+
+
+def _case(
+    events: Any,
+    engine: str,
+    model: int,
+    rounding: float,
+    amplitude: np.ndarray,
+    refs: tuple[np.ndarray, np.ndarray, np.ndarray],
+) -> tuple[float, str]:
+    """One case of :func:`check_device` on ``events`` (a ``DeviceEvents``): ``(worst,
+    detail)``; ``refs`` are the reference's E, B and E with ``amplitude``."""
+    from .opencl import OpenCLBackend
+    from .truncated import TruncatedBackend
+
+    p, (e0, b0, e0_scaled) = CHECK_PARAMS, refs
+    common = {"model": model, "area": CHECK_AREA}
+    if engine == "exact":
+        be = OpenCLBackend(events, **common)
+        e = be.trigger(p.sigma_x, p.sigma_t)
+        be.set_amplitude(amplitude)
+        worst = max(
+            relative_excess(e, e0, rounding),
+            relative_excess(be.background(p.tau_t), b0, rounding),
+            relative_excess(be.trigger(p.sigma_x, p.sigma_t), e0_scaled, rounding),
+        )
+        return worst, "B and E of every row, E also with amplitudes"
+    tr = TruncatedBackend(events, kappa=CHECK_KAPPA, **common)
+    e, omega = tr.trigger_bounded(p.sigma_x, p.sigma_t)
+    tr.set_amplitude(amplitude)
+    scaled, scaled_omega = tr.trigger_bounded(p.sigma_x, p.sigma_t)
+    if tr.check_failure:
+        return float("inf"), tr.check_failure
+    worst = max(
+        truncated_excess(e, omega, e0, rounding),
+        truncated_excess(scaled, scaled_omega, e0_scaled, rounding),
+    )
+    return worst, f"E~ within its bound, also with amplitudes ({tr.trigger_path})"

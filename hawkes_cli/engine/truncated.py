@@ -56,6 +56,11 @@ by that bound and twice it goes into ``tail_n``, so ``E~_n <= E_n`` still holds 
 ``kernels/truncated.cl``). Only with exponential prefixes (the span below 600 ``sigma_t``);
 otherwise the boxes are ordinary cells.
 
+Amplitudes (``model.edge: renormalized``, :meth:`TruncatedBackend.set_amplitude`): source m's
+terms times ``a_m = 1 / M_m``. Every bound above is a sum of ``w_m`` times a factor <= 1, so
+with ``w_m a_m`` in the float64 weights (prefix sums, moments, far sums) and ``a_m`` in the
+pair terms (``truncated_scaled``, ``truncated_scaled2``) all of it holds as it stands.
+
 The grid index, the row blocks and each block's levels are built for ``sigma_x`` and
 ``sigma_t`` rounded up to powers of ``2^(1/16)`` (``grid.lattice_up``): cells and reaches a
 little larger than needed are valid, and an MCMC chain's proposals, which move the
@@ -200,8 +205,12 @@ class TruncatedBackend(SwitchedTrigger, BoundedPairBackend):
         self._k_prefix = kernel(prog, "cell_prefix")
         self._k_prefix16 = kernel(prog, "cell_prefix16")
         self._k_moments = kernel(prog, "cell_moments")
-        # row blocks; model 2's kernel weighs and scales each term by its density
+        # row blocks; model 2's kernel weighs and scales each term by its density, the scaled
+        # ones also by its source's amplitude (model.edge: renormalized)
         self._k_blocks = kernel(prog, "truncated_blocks" if model == 1 else "truncated_blocks2")
+        self._k_scaled = kernel(prog, "truncated_scaled" if model == 1 else "truncated_scaled2")
+        self._amplitude: np.ndarray | None = None
+        self._amplitude_version = 0
         self._block_cache: OrderedDict[tuple, DeviceBlocks] = OrderedDict()
         self._t = events.time
         self.n = n = events.n
@@ -288,6 +297,19 @@ class TruncatedBackend(SwitchedTrigger, BoundedPairBackend):
         self.events.set_locations(x, y)
         self._reset_locations()
 
+    def set_amplitude(self, amplitude: np.ndarray | None) -> None:
+        """Weight source m's trigger terms by ``amplitude[m]`` (shape (N,); None: by 1) from
+        the next pass on: its pair terms and, through its weight ``w_m a_m``, its prefix sums,
+        moments and far sums, so the bound still holds (``model.edge: renormalized``)."""
+        self.exact.set_amplitude(amplitude)  # the exact passes and the self-check's rows
+        self._amplitude = self.events.amplitude
+        self._amplitude_version += 1
+
+    def _source_weights(self, di: DeviceIndex) -> tuple[Any, Any]:
+        """``(sa, swd)`` of ``di`` for the current amplitudes
+        (:meth:`~.grid_upload.DeviceIndex.source_weights`)."""
+        return di.source_weights(self.events, self._amplitude, self._amplitude_version, self._w)
+
     def _reset_locations(self) -> None:
         self._x, self._y = self.events.x, self.events.y
         self._x0, self._y0 = float(self._x.min()), float(self._y.min())
@@ -347,11 +369,13 @@ class TruncatedBackend(SwitchedTrigger, BoundedPairBackend):
         """``sum_{m < lo_n} exp(-factor kappa_l(m)) w_m exp(-(t_n - t_m) / sigma_t)`` for this
         backend's rows at the cut-off ``kappa``, shape (rows,), float64
         (:func:`~hawkes_cli.engine.grid.temporal_sums` with per-source weights; cached by
-        ``(sigma_t, kappa, factor)``)."""
-        key = (sigma_t, kappa, factor)
+        ``(sigma_t, kappa, factor)`` and amplitude version; with amplitudes ``w_m a_m``)."""
+        key = (sigma_t, kappa, factor, self._amplitude_version)
         hit = self._s_cache.get(key)
         if hit is None:
             w = self._w * np.exp(-factor * level_kappas(kappa, self._ceil))[self._level]
+            if self._amplitude is not None:
+                w = w * self._amplitude
             with profile.stage("far sums"):
                 s = temporal_sums(self._t, w, self._lo, sigma_t)
             hit = s[self.row_start : self.row_stop]
@@ -434,7 +458,8 @@ class TruncatedBackend(SwitchedTrigger, BoundedPairBackend):
         # cores, and blocks differ a lot in work); the configured size elsewhere
         wg = self.exact.work_group or (1 if self.events.device.info.kind == "cpu" else 64)
         args = self._blocks_args(di, blocks, kl, sigma_x, sigma_t, exp_mode)
-        self._k_blocks(self.queue, (-(-max(blocks.count, 1) // wg) * wg,), (wg,), args)
+        blocks_kernel = self._k_blocks if self._amplitude is None else self._k_scaled
+        blocks_kernel(self.queue, (-(-max(blocks.count, 1) // wg) * wg,), (wg,), args)
         self.events.read(self._e_host, self._buf_e)
         self.events.read(self._tail_host, self._buf_tail)
         self.events.read(self._ring_host, self._buf_ring)
@@ -450,60 +475,32 @@ class TruncatedBackend(SwitchedTrigger, BoundedPairBackend):
     def _prefix_sums(self, di: DeviceIndex, sigma_t: float, exp_mode: bool) -> None:
         """Per-cell and per-sub-cell prefix sums of the tail weights of ``di``, and the
         Hermite moments of its expansion boxes (exponential prefixes only), for ``sigma_t``
-        (kept on the device until another ``sigma_t`` comes)."""
-        if di.pre_sigma_t == sigma_t:
+        and the current amplitudes (kept on the device until another ``sigma_t`` or amplitude
+        comes)."""
+        key = (sigma_t, self._amplitude_version)
+        if di.pre_key == key:
             return
         buf = di.buffers
         ncells = di.index.cell_key.size
-        t0, inv_sigma_t = float(self._t[0]), 1.0 / sigma_t
         size = self._launch(ncells)
-        self._k_prefix(
-            self.queue,
-            *size,
-            PrefixArgs(
-                st=buf.std,
-                sw=buf.swd,
-                cbeg=buf.cbeg,
-                ncells=ncells,
-                t0=t0,
-                inv_sigma_t=inv_sigma_t,
-                exp_mode=int(exp_mode),
-                pre=buf.pre,
-            ),
-        )
-        self._k_prefix16(
-            self.queue,
-            *size,
-            Prefix16Args(
-                st=buf.std,
-                sw=buf.swd,
-                sq=buf.sq,
-                cbeg=buf.cbeg,
-                ncells=ncells,
-                t0=t0,
-                inv_sigma_t=inv_sigma_t,
-                exp_mode=int(exp_mode),
-                pre16=buf.pre16,
-            ),
-        )
+        common = {  # the arguments every one of the three kernels takes
+            "st": buf.std,
+            "sw": self._source_weights(di)[1],
+            "cbeg": buf.cbeg,
+            "t0": float(self._t[0]),
+            "inv_sigma_t": 1.0 / sigma_t,
+        }
+        prefix = {**common, "ncells": ncells, "exp_mode": int(exp_mode)}
+        self._k_prefix(self.queue, *size, PrefixArgs(**prefix, pre=buf.pre))
+        self._k_prefix16(self.queue, *size, Prefix16Args(**prefix, sq=buf.sq, pre16=buf.pre16))
         nexp = ncells - buf.mc0
         if exp_mode and nexp:
             moments = MomentsArgs(
-                st=buf.std,
-                sw=buf.swd,
-                enx=buf.enx,
-                eny=buf.eny,
-                cbeg=buf.cbeg,
-                moff=buf.moff,
-                c0=buf.mc0,
-                ncells=nexp,
-                k0=buf.mk0,
-                t0=t0,
-                inv_sigma_t=inv_sigma_t,
-                mom=buf.mom,
-            )
+                **common, enx=buf.enx, eny=buf.eny, moff=buf.moff, c0=buf.mc0, ncells=nexp,
+                k0=buf.mk0, mom=buf.mom,
+            )  # fmt: skip
             self._k_moments(self.queue, *self._launch(nexp), moments)
-        di.pre_sigma_t = sigma_t
+        di.pre_key = key
 
     def _blocks_args(
         self,
@@ -516,6 +513,7 @@ class TruncatedBackend(SwitchedTrigger, BoundedPairBackend):
     ) -> BlocksArgs:
         """The row-block kernel's arguments (the one place they are made)."""
         ev, buf = self.events, di.buffers
+        sa = self._source_weights(di)[0]
         kt, ktl = ev.coefficient(LOG2E / sigma_t)
         kx, kxr = ev.coefficient(LOG2E / (2.0 * sigma_x * sigma_x), relative=True)
         return BlocksArgs(
@@ -526,6 +524,7 @@ class TruncatedBackend(SwitchedTrigger, BoundedPairBackend):
             sxr=buf.sxr,
             syr=buf.syr,
             sw=buf.sw,
+            sa=sa,
             std=buf.std,
             pre=buf.pre,
             pre16=buf.pre16,
