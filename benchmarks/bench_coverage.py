@@ -6,10 +6,9 @@ background's constant-rate limit, uniform on the land; ``xi0`` 0.6, ``sigma_t`` 
 days; ``sigma_x`` 0.15 degrees for model 1, 0.5 (lengthscale ``0.5 / sqrt(density)``) for model
 2), then :func:`bench_edges.laplace` (Newton mode and Hessian sd of the five log-parameters on
 the MCMC engine, OpenCL float32) with the matching ``model.edge`` and the constant-limit priors of
-``mu0`` and ``tau_t`` (``bench_edges.priors_for``). ``censored`` runs the truncated trigger
-(tolerance 0.01); ``renormalized`` the exact pair sum, which the truncated kernels do not
-support (``hawkes_cli/engine/__init__.py``), so it is ~25 s a pass at 200,000 events on 2 CPU
-cores: use ``--n-background 44000`` (~100,000 events) there. Each replicate's miss of the truth,
+``mu0`` and ``tau_t`` (``bench_edges.priors_for``), on the truncated trigger (tolerance 0.01;
+``renormalized`` with each source's amplitude in the truncated kernels since 67db7f4; the
+100k renormalized results before that ran the exact pair sum). Each replicate's miss of the truth,
 ``(log mode - log truth) / sd``, is cached as ``<work>/<name>-s<seed>.json`` (a re-run skips done
 seeds; the simulated file is deleted after its fit), and the summary over all cached replicates
 of the same name is rewritten after each one: per parameter the mean miss with its standard
@@ -27,9 +26,7 @@ writes ``benchmarks/results/coverage-<name>.json`` and ``.txt`` (name: ``m<model
 from __future__ import annotations
 
 import argparse
-import contextlib
 import datetime
-import functools
 import json
 import math
 import platform
@@ -51,20 +48,6 @@ TRUTH = {"mu0": 0.4, "tau_t": 200.0, "xi0": 0.6, "sigma_t": 30.0}  # mu0, tau_t:
 SIGMA_X = {1: 0.15, 2: 0.5}
 T_END = 700.0
 Z95 = 1.959964
-
-
-@contextlib.contextmanager
-def _edge_kind(edge: str):
-    """``bench_edges.laplace`` builds its likelihood with ``make_likelihood(..., region=...)``
-    and the default ``edge`` (censored): pass ``edge`` for the duration instead."""
-    import hawkes_cli.engine as engine
-
-    original = engine.make_likelihood
-    engine.make_likelihood = functools.partial(original, edge=edge)
-    try:
-        yield
-    finally:
-        engine.make_likelihood = original
 
 
 def simulate(out: Path, *, model: int, edge: str, n_background: int, seed: int) -> float:
@@ -97,8 +80,7 @@ def replicate(args: argparse.Namespace, seed: int) -> dict:
     priors = priors_for("constant", truth["xi0"], float(data.attrs["t_end"]))
     start = {k: math.exp(priors[k][1][0]) for k in ("mu0", "tau_t")}
     start.update({k: truth[k] for k in CHECKED})
-    with _edge_kind(args.edge):
-        fit = laplace(data, args.model, region, start, args.steps, priors)
+    fit = laplace(data, args.model, region, start, args.steps, priors, edge=args.edge)
     fit_wall = time.perf_counter() - t0
     log_err = {k: math.log(fit["mode"][k]) - math.log(truth[k]) for k in CHECKED}
     rec = {
@@ -179,11 +161,7 @@ def write_report(args: argparse.Namespace, recs: list[dict], wall: float) -> Non
     recs = sorted(recs, key=lambda r: r["seed"])
     summ = summarize(recs)
     ns = [r["n"] for r in recs]
-    engine = (
-        "OpenCL float32, exact trigger (pair sum)"
-        if args.edge == "renormalized"
-        else "OpenCL float32, truncated trigger, tolerance 0.01"
-    )
+    engine = "OpenCL float32, truncated trigger, tolerance 0.01"
     device = f"{_device(args.cores)} ({platform.machine()})"
     fit_s = [r["seconds"]["load_and_fit"] for r in recs]
     sim_s = [r["seconds"]["simulate"] for r in recs]

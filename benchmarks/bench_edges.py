@@ -75,8 +75,11 @@ def _hessian(f, theta: np.ndarray, h: float) -> tuple[np.ndarray, np.ndarray, fl
     return grad, hess, f0
 
 
-def laplace(data, model: int, region, start: dict, steps: int, priors: dict) -> dict:
-    """Mode and sds (log scale) of the posterior with the given region (None: edge none)."""
+def laplace(
+    data, model: int, region, start: dict, steps: int, priors: dict, edge: str = "censored"
+) -> dict:
+    """Mode and sds (log scale) of the posterior with the given region (None: edge none) and
+    ``model.edge`` reading ``edge``; the truncated trigger (tolerance 0.01), float32."""
     from hawkes_cli.engine import make_likelihood
     from hawkes_cli.posterior import LogPosterior, to_params
     from hawkes_cli.priors import Prior
@@ -90,6 +93,8 @@ def laplace(data, model: int, region, start: dict, steps: int, priors: dict) -> 
         tolerance=0.01,
         window_end=float(data.attrs["t_end"]),
         region=region,
+        edge=edge,
+        trigger="truncated",
     )
     lik.background_cache_size = 64
     lik.trigger_cache_size = 64
