@@ -166,7 +166,7 @@ def _edge_masses(
         raise UsageError(f"edge must be one of {', '.join(EDGES)}, got {edge!r}")
     r0, r1 = (0, data.n) if edge == EDGE_RENORMALIZED else rows
     groups = None
-    if counties is not None:
+    if counties is not None and EdgeMass.plans_per_county(region, model):
         triangles, owner, codes = counties
         groups = EventGroups.of_polygons(triangles, owner, np.asarray(codes)[r0:r1])
     return EdgeMass(

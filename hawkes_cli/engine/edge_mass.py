@@ -84,10 +84,17 @@ class EdgeMass:
         self._cache: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self.set_locations(x, y)
 
+    @staticmethod
+    def plans_per_county(region: Region, model: int) -> bool:
+        """Whether masses in ``region`` are planned per county for ``model`` when locations
+        are redrawn in their counties: a polygon region and model 1 (see
+        :class:`~.region_groups.GroupedMass` for why not model 2); else ``groups`` is unused."""
+        return model == 1 and isinstance(region, BoundaryRegion)
+
     def _grouped_mass(self, groups: EventGroups | None) -> GroupedMass | None:
-        """The per-county planner, for a polygon region and model 1 (see
-        :class:`~.region_groups.GroupedMass` for why not model 2)."""
-        if groups is None or self._scale is not None or not isinstance(self.region, BoundaryRegion):
+        """The per-county planner where :meth:`plans_per_county`."""
+        model = 1 if self._scale is None else 2
+        if groups is None or not self.plans_per_county(self.region, model):
             return None
         if groups.group.size != self.rows[1] - self.rows[0]:
             raise ValueError("groups must hold exactly this rank's rows")
