@@ -16,7 +16,9 @@ log-parameter). Fits (``--fits``):
 ``iii``  whole days, ``edge: censored``: the edge correction alone;
 ``iv``   continuous times, ``edge: none``: continuous times alone;
 ``v``    as ``ii`` but on ``cont.h5``'s own location draw (a second draw of the cut posterior's
-         locations, to size the between-draw spread that a Laplace sd leaves out).
+         locations, to size the between-draw spread that a Laplace sd leaves out);
+``vi``   continuous times, ``edge: renormalized``: the other reading of the edge (offspring
+         cannot land outside: each kernel over its mass inside).
 
 Data (in ``--work``): benchmarks/bench_prep.py's synthetic facility file (``hhs.csv``, as
 ``bench_mission.py``'s stage ``hhs`` makes it), then ``hawkes-prep hhs hhs.csv --n N --seed 1``
@@ -72,6 +74,7 @@ FITS = {
     "iii": ("days", "censored", "days", "whole days, edge censored (edge correction alone)"),
     "iv": ("cont", "none", "days", "continuous times, edge none (continuous times alone)"),
     "v": ("cont", "censored", "cont", "as ii, on cont.h5's own location draw"),
+    "vi": ("cont", "renormalized", "days", "continuous times, edge renormalized"),
 }
 UNITS = {"mu0": "", "tau_t": "days", "xi0": "", "sigma_x": "degrees", "sigma_t": "days"}
 #: Table 1's derived share of the rate that is triggered (a row of hawkes-diagnose's table)
@@ -170,13 +173,13 @@ def run_fit(name: str, events: dict, regions: dict, start: dict, steps: int, pri
     times, edge, locs, what = FITS[name]
     data = events[times if locs == "days" else f"{times}-own"]
     region = None
-    if edge == "censored":
+    if edge != "none":
         if "counties" not in regions:  # the union of the county polygons (the same for all)
             t0 = time.perf_counter()
             regions["counties"] = (region_for(data), time.perf_counter() - t0)
         region = regions["counties"][0]
     t0 = time.perf_counter()
-    fit = laplace(data, MODEL, region, start, steps, priors)
+    fit = laplace(data, MODEL, region, start, steps, priors, edge=edge)
     fit["wall_s"] = time.perf_counter() - t0
     fit["sd"] = {k: fit["mode"][k] * fit["log_sd"][k] for k in PARAM_NAMES}
     fit |= {"name": name, "times": times, "edge": edge, "locations": locs, "what": what}
