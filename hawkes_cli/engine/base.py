@@ -483,18 +483,6 @@ class Likelihood:
             self._bounded.restore_cutoff(state)
             self._e_cache.clear()
 
-    def recalibrate(self, p: Params) -> None:
-        """Choose a bounded backend's cut-off afresh at ``p`` (collective; it may come down),
-        then evaluate there, tightening if need be (while :attr:`adapt_cutoff`). The fast
-        start calls it at its mode: the cut-off it tightened on the way, at parameters far
-        from the posterior, would otherwise stay for the whole run (at 1M, corrected, kappa
-        19.1 where the mode needs 17.7: a bound of 0.0066 nats against a tolerance of 0.05)."""
-        if self._bounded is None or not self.adapt_cutoff or out_of_range(p) is not None:
-            return
-        self._bounded.calibrated = False
-        self._e_cache.clear()
-        self.evaluate(p)
-
     def clear_cache(self) -> None:
         """Forget cached B and E, so the next evaluation runs both pair passes."""
         self._b_cache.clear()
