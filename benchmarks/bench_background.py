@@ -37,9 +37,9 @@ from pathlib import Path
 import numpy as np
 import scipy
 
-from hawkes_cli.engine.base import TimeStructure
 from hawkes_cli.engine.binned import BinnedBackground
 from hawkes_cli.engine.opencl import distinct_time_sums
+from hawkes_cli.engine.times import TimeStructure
 
 HERE = Path(__file__).resolve().parent
 AREA = 3_532_068.0 / 69.17**2  # US land area in square degrees (about 738), as bench_loglik

@@ -51,6 +51,7 @@ CALLS: frozenset[str] = frozenset(
     {
         "loglik",
         "pin",
+        "recalibrate",
         "redraw_locations",
         "use_search_locations",
         "use_file_locations",
@@ -195,6 +196,11 @@ class ChainRank:
         lik.adapt_cutoff = False
         lik.bound_exceedances = int(exceedances)
         lik.worst_bound = float(worst_bound)
+
+    def recalibrate(self, p: Params) -> None:
+        """Choose the truncation cut-off afresh at ``p`` (:meth:`~hawkes_cli.engine.
+        Likelihood.recalibrate`; collective)."""
+        self.likelihood.recalibrate(p)
 
     def choose_trigger(self, p: Params) -> TriggerChoice | None:
         """``engine.trigger: auto`` at the chain's start: time one exact and one truncated
@@ -354,6 +360,10 @@ class DistributedLikelihood:
     def fix_cutoff(self, exceedances: int = 0, worst_bound: float = 0.0) -> None:
         """See :meth:`ChainRank.fix_cutoff` (every rank)."""
         self._call("fix_cutoff", exceedances, worst_bound)
+
+    def recalibrate(self, p: Params) -> None:
+        """See :meth:`ChainRank.recalibrate` (collective)."""
+        self._call("recalibrate", p)
 
     def choose_trigger(self, p: Params) -> TriggerChoice | None:
         """See :meth:`ChainRank.choose_trigger` (collective)."""

@@ -209,7 +209,7 @@ def build_backend(
     ``precision`` and ``background`` apply to the OpenCL kinds, ``tolerance`` (nats of
     log-likelihood, absolute) and ``kappa`` to ``truncated``.
     """
-    from hawkes_cli.engine.base import TimeStructure
+    from hawkes_cli.engine.times import TimeStructure
 
     times = TimeStructure.from_times(t)
     if kind == "reference":

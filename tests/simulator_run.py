@@ -16,7 +16,6 @@ import json
 import numpy as np
 
 from hawkes_cli.engine import opencl
-from hawkes_cli.engine.base import TimeStructure
 from hawkes_cli.engine.device import Device, DeviceEvents
 from hawkes_cli.engine.opencl import OpenCLBackend
 from hawkes_cli.engine.reference import ReferenceBackend
@@ -30,6 +29,7 @@ from hawkes_cli.engine.selfcheck import (
     relative_excess,
     truncated_excess,
 )
+from hawkes_cli.engine.times import TimeStructure
 from hawkes_cli.engine.truncated import TruncatedBackend
 
 

@@ -11,7 +11,6 @@ import math
 import numpy as np
 import pytest
 
-from hawkes_cli.engine.base import TimeStructure
 from hawkes_cli.engine.binned import (
     BUDGET_NATS,
     MAX_POINTS,
@@ -20,6 +19,7 @@ from hawkes_cli.engine.binned import (
     resolution_for,
 )
 from hawkes_cli.engine.reference import ReferenceBackend
+from hawkes_cli.engine.times import TimeStructure
 
 AREA = 738.0
 TAUS = (0.5, 1.0, 5.0, 20.0, 200.0)

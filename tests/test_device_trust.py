@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from hawkes_cli import kernels
 from hawkes_cli.cli.run_cmds import run as run_cli
 from hawkes_cli.engine import device as device_mod
-from hawkes_cli.engine.base import Likelihood, TimeStructure
+from hawkes_cli.engine.base import Likelihood
 from hawkes_cli.engine.device import Device, DeviceEvents
 from hawkes_cli.engine.opencl import OpenCLBackend
 from hawkes_cli.engine.reference import ReferenceBackend
@@ -28,6 +28,7 @@ from hawkes_cli.engine.selfcheck import (
     relative_excess,
     truncated_excess,
 )
+from hawkes_cli.engine.times import TimeStructure
 from hawkes_cli.engine.truncated import TruncatedBackend
 from hawkes_cli.errors import DeviceError
 

@@ -9,8 +9,8 @@ import time
 import numpy as np
 import pytest
 
-from hawkes_cli.engine.base import TimeStructure
 from hawkes_cli.engine.opencl import HOST_BACKGROUND, distinct_time_sums, host_background
+from hawkes_cli.engine.times import TimeStructure
 
 from .conftest import build_backend, make_events
 

@@ -11,6 +11,8 @@ cheap block ``n_cheap`` times (its adaptation windows end at 50, 150, 350 and 75
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 import yaml
@@ -18,6 +20,7 @@ from scipy.optimize import minimize
 
 from hawkes_cli.config import load_config
 from hawkes_cli.data import save_events
+from hawkes_cli.diagnostics.stats import ess_bulk
 from hawkes_cli.engine import make_likelihood
 from hawkes_cli.model import PARAM_NAMES, Params
 from hawkes_cli.rundir import RunDir
@@ -83,4 +86,17 @@ def test_posterior_intervals_cover_truth(tmp_path, model, sampler):
     for name in ("xi0", "sigma_x", "sigma_t"):
         post = np.log(d[name][keep])
         gap = abs(np.median(post) - np.log(mode[name])) / post.std()
-        assert gap < 0.5, f"{name}: median {np.exp(np.median(post)):.4g} vs mode {mode[name]:.4g}"
+        assert gap < median_allowance(post), (
+            f"{name}: median {np.exp(np.median(post)):.4g} vs mode {mode[name]:.4g}, "
+            f"{gap:.2f} sd apart (allowed {median_allowance(post):.2f})"
+        )
+
+
+def median_allowance(post: np.ndarray) -> float:
+    """How far (in posterior sds) one chain's median of ``post`` (log draws, shape (S,)) may
+    lie from the posterior mode: its skew's share, |skewness|/3 (a gamma-like shape's median
+    lies that far from its mode), plus 3.5 Monte Carlo errors of the median,
+    sqrt(pi/2)/sqrt(ESS) sds (normal posterior; a false failure about once in 2,000 checks)."""
+    skew = float(np.mean(((post - post.mean()) / post.std()) ** 3))
+    mcse = math.sqrt(math.pi / 2 / ess_bulk(post[None, :]))
+    return abs(skew) / 3 + 3.5 * mcse

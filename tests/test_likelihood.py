@@ -282,7 +282,7 @@ def test_make_likelihood_builds_one_time_structure(backend_kind, events, monkeyp
     likelihood (the truncated engine included), with the same value as building it anew."""
     from hawkes_cli.data import EventData
     from hawkes_cli.engine import make_likelihood
-    from hawkes_cli.engine.base import TimeStructure
+    from hawkes_cli.engine.times import TimeStructure
 
     built = []
     real = TimeStructure.from_times.__func__

@@ -12,8 +12,9 @@ import itertools
 import numpy as np
 import pytest
 
-from hawkes_cli.engine.base import Likelihood, TimeStructure
+from hawkes_cli.engine.base import Likelihood
 from hawkes_cli.engine.reference import ReferenceBackend
+from hawkes_cli.engine.times import TimeStructure
 from hawkes_cli.errors import ParallelError
 from hawkes_cli.parallel import SerialComm, launched_by_mpi, local_rank, partition_rows
 

@@ -7,8 +7,9 @@ import math
 import numpy as np
 import pytest
 
-from hawkes_cli.engine.base import LAMBDA_FLOOR, Likelihood, TimeStructure
+from hawkes_cli.engine.base import LAMBDA_FLOOR, Likelihood
 from hawkes_cli.engine.reference import ReferenceBackend
+from hawkes_cli.engine.times import TimeStructure
 from hawkes_cli.model import Params
 
 from .conftest import PARAMS, make_events

@@ -582,3 +582,29 @@ def test_expansion_boxes_within_the_bound(model, precision, monkeypatch):
     assert np.max(np.abs(e3 - e12) / np.maximum(e0, 1e-300)) > 1e-4
     # and its bound grew by at least as much as its error did
     assert np.sum(om3 - om12) >= np.sum(np.abs(e3 - e12))
+
+
+@pytest.mark.parametrize("model", [1, 2])
+def test_recalibrate_brings_a_ratcheted_cutoff_down_within_the_tolerance(model):
+    """The fast start tightens the cut-off wherever its search passes, and the cut-off only
+    grows there; :meth:`Likelihood.recalibrate` at the mode chooses it afresh: lower than a
+    ratcheted one, the same as a fresh likelihood's first calibration at that point, and the
+    realised bound within the tolerance."""
+    p = PARAMS["paper"]
+    t, x, y, d = make_events(3000, integer_days=True, seed=5)
+    data = EventData(time=t, x=x, y=y, density=d, source="test")
+    kw = {"model": model, "area": AREA, "engine": "opencl", "tolerance": 0.05}
+    fresh = make_likelihood(data, trigger="truncated", **kw)
+    fresh.evaluate(p)
+    want = fresh.backend.kappa
+    lik = make_likelihood(data, trigger="truncated", **kw)
+    lik.evaluate(p)
+    lik.backend.kappa = want + 6.0  # as if tightened far from here
+    lik.clear_cache()
+    lik.recalibrate(p)
+    assert lik.backend.kappa == pytest.approx(want)
+    assert lik.evaluate(p).error_bound <= 0.05
+    lik.adapt_cutoff = False  # after warm-up the cut-off stays
+    lik.backend.kappa = want + 6.0
+    lik.recalibrate(p)
+    assert lik.backend.kappa == want + 6.0

@@ -48,10 +48,11 @@ from ..vocab import (
     TRIGGERS,
     tolerance_problem,
 )
-from .base import BoundedPairBackend, Evaluation, Likelihood, PairBackend, TimeStructure
+from .base import BoundedPairBackend, Evaluation, Likelihood, PairBackend
 from .edge_mass import EdgeMass
 from .region import Region
 from .region_groups import EventGroups
+from .times import TimeStructure
 
 if TYPE_CHECKING:
     from .binned import BinnedBackground

@@ -124,7 +124,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.fft as sfft
 
-from .base import TimeStructure
+from .times import TimeStructure
 
 log = logging.getLogger(__name__)
 

@@ -20,7 +20,7 @@ import numpy as np
 from .. import kernels
 from ..vocab import PRECISIONS
 from . import profile
-from .base import TimeStructure
+from .times import TimeStructure
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..vocab import DEFAULT_TOLERANCE
-from .base import TimeStructure
+from .times import TimeStructure
 
 #: Time span / sigma_t up to which exact exponential prefixes are used (else chunked bounds).
 EXP_SPAN = 600.0

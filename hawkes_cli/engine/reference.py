@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from .base import TimeStructure
+from .times import TimeStructure
 
 
 class ReferenceBackend:

@@ -23,7 +23,8 @@ import numpy as np
 from ..errors import HawkesError
 from ..model import Params
 from ..vocab import PRECISIONS
-from .base import LAMBDA_FLOOR, TimeStructure
+from .base import LAMBDA_FLOOR
+from .times import TimeStructure
 
 log = logging.getLogger(__name__)
 

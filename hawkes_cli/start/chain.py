@@ -27,7 +27,7 @@ import numpy as np
 
 from ..distributed import ChainSetup, DistributedLikelihood
 from ..errors import ConfigError, Interrupted
-from ..posterior import Density, LogPosterior, ScaledLikelihood, to_theta
+from ..posterior import Density, LogPosterior, ScaledLikelihood, to_params, to_theta
 from ..rundir import RunDir
 from ..sampler import Sampler, SamplerState
 from ..vocab import PARAM_NAMES
@@ -91,6 +91,8 @@ def fast_start(
 
     def compute() -> SharedStart:
         result = _search(setup, likelihood, posterior, _Evaluations(setup, report))
+        # the cut-off for the mode, not for where the search passed (it only grows there)
+        likelihood.recalibrate(to_params(result.theta))
         return SharedStart(result, setup.rank.truncation_state(), setup.chain_id)
 
     key = start_key(config.sha256, setup.rank.comm.size, setup.data)
