@@ -540,7 +540,7 @@ def test_tiered_chain_recovers_correlated_banana(move: str) -> None:
         {"n_cheap": 0, "jump_prob": 0.0, "expensive_move": "conditional"},
         {"n_cheap": 0, "jump_prob": 0.0, "expensive_move": "joint"},
         {"n_cheap": 3, "jump_prob": 0.0},
-        {"n_cheap": 0, "jump_prob": 1.0, "jump_vectors": [(1.5, 2.0, -0.5, 0.0, 0.0)]},
+        {"n_cheap": 0, "jump_prob": 1.0, "jump_modes": [(0.0,) * 5, (1.5, 2.0, -0.5, 0.0, 0.0)]},
         {"n_cheap": 0, "jump_prob": 0.0, "n_expensive": 3},
         {"n_cheap": 2, "jump_prob": 0.5, "n_expensive": 2},
     ],
@@ -602,7 +602,7 @@ def log_bimodal(x: np.ndarray) -> float:
 
 @pytest.mark.parametrize(
     "options, seed",
-    [({}, 41), ({"jump_vectors": [BI_SHIFT]}, 42)],
+    [({}, 41), ({"jump_modes": [np.zeros(5), BI_SHIFT]}, 42)],
     ids=["ridge-jump", "mode-vector"],
 )
 def test_tiered_crosses_between_modes(options: dict, seed: int) -> None:
@@ -809,8 +809,10 @@ def test_tiered_settings_are_checked() -> None:
         TieredSampler(5, expensive_move="gibbs")
     with pytest.raises(ValueError, match="n_expensive"):
         TieredSampler(5, n_expensive=0)
-    with pytest.raises(ValueError, match="jump vector"):
-        TieredSampler(5, jump_vectors=[(1.0, 2.0)])
+    with pytest.raises(ValueError, match="jump mode"):
+        TieredSampler(5, jump_modes=[(1.0, 2.0), (1.0, 2.0)])
+    with pytest.raises(ValueError, match="at least two modes"):
+        TieredSampler(5, jump_modes=[(0.0,) * 5])
     with pytest.raises(ValueError, match="jump_range"):
         TieredSampler(5, jump_range=(3.0, 1.0))
     with pytest.raises(ValueError, match="tiered sampler only"):

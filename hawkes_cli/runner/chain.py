@@ -225,7 +225,7 @@ def _make_sampler(
             "n_expensive": sc.n_expensive,
             "jump_prob": sc.jump_prob,
             "expensive_move": sc.expensive_move,
-            "jump_vectors": () if start is None else start.jump_vectors(),
+            "jump_modes": () if start is None else start.jump_modes(),
         }
     return make_sampler(
         sc.kind,

@@ -92,7 +92,7 @@ def make_sampler(
         used when :meth:`TieredSampler.init` gets no covariance.
     **options
         ``tiered`` only: the other keyword arguments of :class:`TieredSampler` (``cheap``,
-        ``n_cheap``, ``jump_prob``, ``jump_vectors``, ...).
+        ``n_cheap``, ``jump_prob``, ``jump_modes``, ...).
 
     Raises
     ------

@@ -23,6 +23,7 @@ from .adapt import (
     jittered_cholesky,
     welford_update,
 )
+from .jumps import check_jumps, log_mixture, mixture_centres
 from .moves import AM_SCALE, check_common, check_init, check_state, mh_accept
 from .state import LogDensity, SamplerState, StepInfo
 
@@ -52,6 +53,7 @@ class _TieredParts(NamedTuple):
     expensive: np.ndarray  # (d, k): increment = f_e * expensive @ z, z ~ N(0, I_k)
     cheap: np.ndarray  # (d, c): cheap increment = f_c * cheap @ z (rows of e exactly 0)
     jump_dir: np.ndarray  # (d,): cheap-block regression on the jump coordinate (1 there, 0 on e)
+    reg: np.ndarray  # (c, k): B = S_ce S_ee^-1, the cheap block's regression on the expensive
     conditional: np.ndarray | None  # (d, k), "auto" only: the conditional move's increment
     kappa: float  # "auto" only: min_j (S_e|c)_jj / (S_ee)_jj, the conditional's reach
 
@@ -87,13 +89,14 @@ class _Walk:
         self.target_call = -1
         self._log_density = log_density
 
-    def propose(self, proposal: np.ndarray, u: float) -> tuple[float, bool]:
-        """One Metropolis move to ``proposal`` decided by the uniform ``u``: its acceptance
-        probability and whether it was accepted (the walk then moved there)."""
+    def propose(self, proposal: np.ndarray, u: float, log_q: float = 0.0) -> tuple[float, bool]:
+        """One Metropolis-Hastings move to ``proposal`` decided by the uniform ``u``, with
+        ``log_q`` = log q(current | proposal) - log q(proposal | current) (0: symmetric): its
+        acceptance probability and whether it was accepted (the walk then moved there)."""
         log_new = float(self._log_density(proposal.copy()))
         self.calls += 1
-        alpha = acceptance_probability(log_new, self.log_target)
-        accepted = mh_accept(log_new, self.log_target, u)
+        alpha = acceptance_probability(log_new + log_q, self.log_target)
+        accepted = mh_accept(log_new + log_q, self.log_target, u)
         if accepted:
             self.theta, self.log_target, self.target_call = proposal, log_new, self.calls - 1
         return alpha, accepted
@@ -117,33 +120,6 @@ def _check_blocks(dim: int, cheap: Sequence[int]) -> tuple[int, tuple[int, ...],
         )
     cheap_sorted = tuple(sorted(cheap_idx))
     return d, cheap_sorted, tuple(i for i in range(d) if i not in cheap_sorted)
-
-
-def _check_jumps(
-    d: int,
-    cheap: tuple[int, ...],
-    jump_prob: float,
-    jump_index: int | None,
-    jump_range: tuple[float, float] | None,
-    jump_vectors: Sequence[Sequence[float]],
-) -> tuple[tuple[float, float] | None, tuple[tuple[float, ...], ...]]:
-    """The checked jump range and the jump vectors' cheap components; ValueError if unusable."""
-    if not 0.0 <= jump_prob <= 1.0:
-        raise ValueError(f"jump_prob must be in [0, 1], got {jump_prob!r}")
-    if jump_index is not None and int(jump_index) not in cheap:
-        raise ValueError(f"jump_index {jump_index!r} is not one of the cheap {cheap}")
-    if jump_range is not None:
-        lo, hi = (float(x) for x in jump_range)
-        if not (math.isfinite(hi) and 0.0 <= lo < hi):
-            raise ValueError(f"jump_range must be (a, b) with 0 <= a < b, got {jump_range!r}")
-        jump_range = (lo, hi)
-    vectors = []
-    for v in jump_vectors:
-        arr = np.asarray(v, dtype=float).reshape(-1)
-        if arr.shape != (d,) or not np.all(np.isfinite(arr)):
-            raise ValueError(f"each jump vector needs {d} finite values, got {v!r}")
-        vectors.append(tuple(arr[list(cheap)].tolist()))
-    return jump_range, tuple(vectors)
 
 
 def _check_counts(n_cheap: int, n_expensive: int) -> None:
@@ -220,15 +196,20 @@ class TieredSampler:
        ``delta_c = f_c L_c z`` with ``L_c L_c^T = (2.38^2 / |c|) S_c|e`` (the conditional
        shape, since the expensive block is held fixed). Symmetric, plain ratio. These follow
        the (``mu0``, ``tau_t``) ridge at no trigger-pass cost.
-    3. **Mode jump** (with probability ``jump_prob``; one call): ``delta_c = s D + f_c L_c z``
-       with ``s = +-1`` equally likely, ``D`` drawn uniformly from the jump kinds: each fixed
-       vector of ``jump_vectors`` (cheap components of e.g. the difference of two modes found
-       by :func:`hawkes_cli.start.find_start`) and, when ``jump_range = (a, b)`` and
-       ``jump_index`` are set, ``D = m v`` with ``m ~ U(a, b)`` and ``v`` the regression of the
-       cheap block on coordinate ``jump_index`` under ``S_c|e`` (``v`` is 1 at ``jump_index``:
-       a jump of ``m`` in log ``tau_t`` with the compensating shift of ``mu0`` and ``xi0``
-       along the learned ridge). ``s``, ``D`` and ``z`` are independent and ``s`` is
-       symmetric, so the increment law is symmetric and the plain ratio is exact again.
+    3. **Mode jump** (with probability ``jump_prob``; one call), of one of two kinds drawn
+       uniformly (independently of the state) from those set. *Between modes*, when
+       ``jump_modes`` lists two or more (e.g. those :func:`hawkes_cli.start.find_start`
+       found): the cheap block is drawn afresh, ``theta_c' = mu_k + f_c L_c z`` with ``k``
+       uniform and ``mu_k = m_k,c + B (theta_e - m_k,e)`` (mode ``k``'s cheap block carried
+       along the regression to the current expensive block), an independence proposal from the
+       equal-weight mixture ``q`` of those Gaussians, accepted with the Hastings ratio
+       ``pi(theta') q(theta_c) / (pi(theta) q(theta_c'))``; it lands on the other mode's ridge
+       whatever the chain's deviation from the mode it leaves (:mod:`.jumps`). *Along the
+       ridge*, when ``jump_range = (a, b)`` and ``jump_index`` are set: ``delta_c = s m v +
+       f_c L_c z`` with ``s = +-1`` equally likely, ``m ~ U(a, b)`` and ``v`` the regression
+       of the cheap block on coordinate ``jump_index`` under ``S_c|e`` (``v`` is 1 at
+       ``jump_index``: a jump of ``m`` in log ``tau_t`` with the compensating shift of ``mu0``
+       and ``xi0`` along the learned ridge), a symmetric law, so the plain ratio is exact.
 
     Each move leaves the target invariant, hence so does their composition (and the random
     choice of doing the jump, drawn independently of the state). Several expensive moves per
@@ -276,8 +257,8 @@ class TieredSampler:
     jump_range
         ``(a, b)``, ``0 <= a < b``: range of the regression jump's size along ``jump_index``
         (log scale); ``None`` disables that kind of jump.
-    jump_vectors
-        Fixed jump displacements, each of length ``d``; only their cheap components are used.
+    jump_modes
+        Modes to jump between (none, or two or more), each of length ``d`` (log scale).
     adapt_window
         Length of the first adaptation window (doubling after).
     prior_weight
@@ -303,7 +284,7 @@ class TieredSampler:
         jump_prob: float = DEFAULT_JUMP_PROB,
         jump_index: int | None = 1,
         jump_range: tuple[float, float] | None = (1.0, 6.0),
-        jump_vectors: Sequence[Sequence[float]] = (),
+        jump_modes: Sequence[Sequence[float]] = (),
         adapt_window: int = 50,
         prior_weight: float = 50.0,
         eps: float = 1e-10,
@@ -328,8 +309,8 @@ class TieredSampler:
         check_common(d, self.target_accept, initial_scale)
         check_common(d, self.cheap_target_accept, initial_scale)
         _check_counts(n_cheap, n_expensive)
-        self.jump_range, self.jump_vectors = _check_jumps(
-            d, self.cheap, jump_prob, jump_index, jump_range, jump_vectors
+        self.jump_range, self.jump_modes = check_jumps(
+            d, self.cheap, jump_prob, jump_index, jump_range, jump_modes
         )
         _check_adaptation(adapt_window, prior_weight, eps)
         self.n_cheap = int(n_cheap)
@@ -340,7 +321,7 @@ class TieredSampler:
         self.adapt_window = int(adapt_window)
         self.prior_weight = float(prior_weight)
         self.eps = float(eps)
-        self._n_jump_kinds = len(self.jump_vectors) + int(
+        self._n_jump_kinds = int(bool(self.jump_modes)) + int(
             self.jump_range is not None and self.jump_index is not None
         )
         self._k_expensive = n_moved
@@ -351,9 +332,7 @@ class TieredSampler:
         """Uniforms drawn per step (fixed by the settings)."""
         self._c = np.array(self.cheap)
         self._e = np.array(self.expensive)
-        self._jump_full = np.zeros((len(self.jump_vectors), d))
-        for i, v in enumerate(self.jump_vectors):
-            self._jump_full[i, self._c] = v
+        self._modes = np.array(self.jump_modes, dtype=float).reshape(-1, d)
         self._parts_key: tuple[Any, ...] | None = None
         self._parts: _TieredParts | None = None
 
@@ -365,7 +344,7 @@ class TieredSampler:
             f"cheap_target_accept={self.cheap_target_accept}, "
             f"initial_scale={self.initial_scale}, expensive_move={self.expensive_move!r}, "
             f"jump_prob={self.jump_prob}, jump_index={self.jump_index}, "
-            f"jump_range={self.jump_range}, jump_vectors={len(self.jump_vectors)}, "
+            f"jump_range={self.jump_range}, jump_modes={len(self.jump_modes)}, "
             f"adapt_window={self.adapt_window}, prior_weight={self.prior_weight}, "
             f"eps={self.eps})"
         )
@@ -465,7 +444,7 @@ class TieredSampler:
             j = self.cheap.index(self.jump_index)
             jump_dir[c] = s_c_e[:, j] / s_c_e[j, j]
             jump_dir[self.jump_index] = 1.0
-        parts = _TieredParts(expensive, cheap, jump_dir, conditional, kappa)
+        parts = _TieredParts(expensive, cheap, jump_dir, reg, conditional, kappa)
         self._parts_key, self._parts = key, parts
         return parts
 
@@ -644,14 +623,22 @@ class TieredSampler:
         if not (self._n_jump_kinds > 0 and u_do < self.jump_prob):
             return False, False
         pick = min(int(u_kind * self._n_jump_kinds), self._n_jump_kinds - 1)
-        if pick < len(self.jump_vectors):
-            shift = self._jump_full[pick]
-        else:
-            lo, hi = self.jump_range  # type: ignore[misc]
-            shift = (lo + (hi - lo) * u_size) * parts.jump_dir
+        theta = walk.theta
+        if pick == 0 and self.jump_modes:
+            c = self._c
+            chol = state.scales[1] * parts.cheap[c]  # the cheap moves' adapted shape
+            centres = mixture_centres(self._modes, theta[self._e], parts.reg, c, self._e)
+            k = min(int(u_size * len(centres)), len(centres) - 1)
+            proposal = theta.copy()
+            proposal[c] = centres[k] + chol @ z
+            log_q = log_mixture(theta[c], centres, chol) - log_mixture(proposal[c], centres, chol)
+            _, accepted = walk.propose(proposal, u_acc, log_q)
+            return True, accepted
+        lo, hi = self.jump_range  # type: ignore[misc]
+        shift = (lo + (hi - lo) * u_size) * parts.jump_dir
         sign = 1.0 if u_sign < 0.5 else -1.0
         noise = state.scales[1] * (parts.cheap @ z)
-        _, accepted = walk.propose(walk.theta + (sign * shift + noise), u_acc)
+        _, accepted = walk.propose(theta + (sign * shift + noise), u_acc)
         return True, accepted
 
     def _adapt(

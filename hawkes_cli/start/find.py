@@ -16,7 +16,7 @@ Tuning knobs (evaluation budgets, step sizes, tolerances) are one :class:`Search
    ``max_search_evals`` evaluations.
 2. **Merge** the optima closer than ``mode_tol`` (largest coordinate difference), evaluate each
    distinct one on the full log posterior (one call each) and keep the best; all are recorded
-   in :attr:`StartResult.modes` (for the tiered sampler's ``jump_vectors``).
+   in :attr:`StartResult.modes` (for the tiered sampler's ``jump_modes``).
 2b. **Cheap polish** (after a subsample search, with ``cheap`` coordinates given): Nelder-Mead
    over the best mode's cheap coordinates on the full log posterior, the others held. A
    subsample thins the trigger's sources too, which biases the search's ``xi0`` (and with it

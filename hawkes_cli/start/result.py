@@ -124,17 +124,18 @@ class StartResult:
         """Number of coordinates ``d``."""
         return len(self.theta)
 
-    def jump_vectors(self, within: float = 50.0) -> list[tuple[float, ...]]:
-        """Differences ``mode - theta`` to the other converged modes at most ``within`` nats worse.
+    def jump_modes(self, within: float = 50.0) -> list[tuple[float, ...]]:
+        """This mode and the other converged modes at most ``within`` nats worse, or none when
+        there is no other.
 
-        Meant for ``TieredSampler(jump_vectors=...)``: a jump by one of them lands on another
-        mode (only the cheap coordinates are used there).
+        Meant for ``TieredSampler(jump_modes=...)``: its jump draws the cheap block afresh
+        around one of them.
         """
-        out = []
+        out = [tuple(float(x) for x in self.theta)]
         for m in self.modes[1:]:
             if m.converged and math.isfinite(m.log_post) and m.log_post >= self.log_post - within:
-                out.append(tuple((np.array(m.theta) - np.array(self.theta)).tolist()))
-        return out
+                out.append(tuple(float(x) for x in m.theta))
+        return out if len(out) > 1 else []
 
     def to_json(self) -> dict[str, Any]:
         """Plain JSON types only; floats round-trip exactly (``nan`` written as ``None``)."""
