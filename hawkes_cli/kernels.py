@@ -19,6 +19,7 @@ import shutil
 import socket
 import sys
 import tempfile
+import time
 import warnings
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager, suppress
@@ -520,13 +521,20 @@ def compiler_output() -> Iterator[CompilerOutput]:
 CACHE_LOW_BYTES = 64 * 1024 * 1024
 
 
+def pocl_cache_dir() -> Path:
+    """The folder of PoCL's kernel cache as PoCL itself chooses it: ``$POCL_CACHE_DIR``, else
+    ``$XDG_CACHE_HOME/pocl``, else ``~/.cache/pocl``."""
+    if os.environ.get("POCL_CACHE_DIR"):
+        return Path(os.environ["POCL_CACHE_DIR"])
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "pocl"
+
+
 def _cache_space_hint() -> str:
     """A line naming the OpenCL kernel cache folders (PoCL's, pyopencl's) that are nearly full,
     "" when none is: a full ``$HOME`` makes the compiler fail with no word of disk space."""
     home = Path.home() / ".cache"
-    folders = [Path(os.environ["POCL_CACHE_DIR"])] if os.environ.get("POCL_CACHE_DIR") else []
-    folders += [home / "pocl", home / "pyopencl", home]
-    for folder in folders:
+    for folder in (pocl_cache_dir(), home / "pocl", home / "pyopencl", home):
         probe = next((p for p in (folder, *folder.parents) if p.exists()), None)
         if probe is None:
             continue
@@ -540,6 +548,46 @@ def _cache_space_hint() -> str:
                 "space there, or point POCL_CACHE_DIR (and XDG_CACHE_HOME) at a disk with room"
             )
     return ""
+
+
+#: The lock file, in PoCL's cache folder, that this package's processes hold while they build.
+BUILD_LOCK_FILE = "hawkes-build.lock"
+
+#: Seconds to wait before the one retry of a build that failed without a compiler error.
+BUILD_RETRY_WAIT_S = 1.0
+
+
+@contextmanager
+def build_lock() -> Iterator[None]:
+    """Hold an exclusive ``flock`` on :data:`BUILD_LOCK_FILE` in PoCL's kernel cache folder.
+
+    PoCL's kernel cache is not safe for several processes building the same program at once
+    (pocl/pocl#430, #1480: "Device ... failed to build the program" with no error in the log);
+    four chains started together do exactly that. Holding this lock, one process builds and
+    fills the cache while the others wait, then read it. Where the lock cannot be taken (a
+    read-only or lock-less file system) the build goes on unlocked, logged at debug level.
+    """
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        yield
+        return
+    path = pocl_cache_dir() / BUILD_LOCK_FILE
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:
+        log.debug("kernel build unlocked (%s: %s)", path, exc)
+        yield
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError as exc:
+            log.debug("kernel build unlocked (flock %s: %s)", path, exc)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
 
 
 def build_program(context: Any, precision: str, *, truncated: bool = False) -> Any:
@@ -560,18 +608,62 @@ def build_program(context: Any, precision: str, *, truncated: bool = False) -> A
     if prog is not None:
         return prog
     cl = _cl()
+    with build_lock():
+        try:
+            prog = _build(cl, context, truncated, options)
+        except _BuildFailed as exc:
+            if _compiler_error(exc.text):
+                raise _build_error(truncated, exc.text) from None
+            # no compiler error in the log: PoCL's cache was caught mid-write by a process
+            # outside this lock (pocl/pocl#1480); once more, after it has settled
+            log.info("OpenCL build failed without a compiler error; retrying once")
+            time.sleep(BUILD_RETRY_WAIT_S)
+            try:
+                prog = _build(cl, context, truncated, options)
+            except _BuildFailed as again:
+                raise _build_error(truncated, again.text) from None
+    log.debug("built %s for %s (truncated: %s)", KERNEL_FILE, precision, truncated)
+    _PROGRAMS[key] = prog
+    return prog
+
+
+class _BuildFailed(Exception):
+    """A failed build; ``text`` is pyopencl's message and what the compiler wrote."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(text)
+        self.text = text
+
+
+def _build(cl: Any, context: Any, truncated: bool, options: list[str]) -> Any:
+    """One build of the program; the compiler's output goes to the log (debug).
+
+    Raises
+    ------
+    _BuildFailed
+        With pyopencl's message and the compiler's output.
+    """
+    output = CompilerOutput()
     try:
         with compiler_output() as output, warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             prog = cl.Program(context, program_source(truncated)).build(options=options)
-        for w in caught:  # e.g. PoCL's vector-ABI notes on our own functions; not for the CLI
-            log.debug("OpenCL compiler: %s", w.message)
     except cl.RuntimeError as exc:
-        name = KERNEL_FILE + (f" + {TRUNCATED_FILE}" if truncated else "")
-        said = f"\n{output.text}" if output.text else ""
-        hint = f"\n{UNKNOWN_CPU_HINT}" if "unknown target cpu" in f"{exc}{said}".lower() else ""
-        hint += _cache_space_hint()
-        raise DeviceError(f"OpenCL build of {name} failed:\n{exc}{said}{hint}") from None
-    log.debug("built %s for %s (truncated: %s)", KERNEL_FILE, precision, truncated)
-    _PROGRAMS[key] = prog
+        raise _BuildFailed(f"{exc}\n{output.text}" if output.text else str(exc)) from None
+    for w in caught:  # e.g. PoCL's vector-ABI notes on our own functions; not for the CLI
+        log.debug("OpenCL compiler: %s", w.message)
     return prog
+
+
+def _compiler_error(text: str) -> bool:
+    """Whether a failed build's log names a compiler error (``error:``), as opposed to a
+    device that gave up with warnings only."""
+    return "error:" in text.lower() or "unknown target cpu" in text.lower()
+
+
+def _build_error(truncated: bool, text: str) -> DeviceError:
+    """The :class:`DeviceError` of a failed build, with its log and the hints that apply."""
+    name = KERNEL_FILE + (f" + {TRUNCATED_FILE}" if truncated else "")
+    hint = f"\n{UNKNOWN_CPU_HINT}" if "unknown target cpu" in text.lower() else ""
+    hint += _cache_space_hint()
+    return DeviceError(f"OpenCL build of {name} failed:\n{text}{hint}")

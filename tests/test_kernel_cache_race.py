@@ -100,3 +100,127 @@ def test_eight_processes_build_on_an_empty_cache_at_once(tmp_path):
         np.testing.assert_allclose(results[0][f"float32/{m}"], ref[m], rtol=0, atol=1e-4)
         np.testing.assert_allclose(results[0][f"default/{m}"], ref[m], rtol=0, atol=0.05)
     assert any((tmp_path / "pocl").rglob("*")), "PoCL's cache stayed empty: nothing was built"
+
+
+# -- the build lock and the one retry (hawkes_cli.kernels.build_lock, build_program) ----------
+
+
+class _Context:
+    """A stand-in for a pyopencl context: build_program reads only ``int_ptr`` before _build."""
+
+    int_ptr = -41
+
+
+def test_build_lock_is_exclusive_and_lives_in_pocls_cache(tmp_path, monkeypatch):
+    """While one holder has the lock, a second open file cannot take it; after, it can. The
+    file is in the folder PoCL uses (POCL_CACHE_DIR), created when missing."""
+    import fcntl
+
+    from hawkes_cli import kernels
+
+    monkeypatch.setenv("POCL_CACHE_DIR", str(tmp_path / "new" / "pocl"))
+    lock = tmp_path / "new" / "pocl" / kernels.BUILD_LOCK_FILE
+
+    def free() -> bool:
+        fd = os.open(lock, os.O_RDWR)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            return False
+        finally:
+            os.close(fd)
+
+    with kernels.build_lock():
+        assert lock.is_file()
+        assert not free()
+    assert free()
+
+
+def test_pocl_cache_dir_follows_pocl(tmp_path, monkeypatch):
+    """POCL_CACHE_DIR first, then XDG_CACHE_HOME/pocl, then ~/.cache/pocl (PoCL's own order)."""
+    from pathlib import Path
+
+    from hawkes_cli import kernels
+
+    monkeypatch.setenv("POCL_CACHE_DIR", str(tmp_path / "a"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "b"))
+    assert kernels.pocl_cache_dir() == tmp_path / "a"
+    monkeypatch.delenv("POCL_CACHE_DIR")
+    assert kernels.pocl_cache_dir() == tmp_path / "b" / "pocl"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    assert kernels.pocl_cache_dir() == Path.home() / ".cache" / "pocl"
+
+
+def test_build_goes_on_where_the_lock_cannot_be_made(tmp_path, monkeypatch):
+    """A cache folder that cannot be created (its parent is a file): the build runs unlocked."""
+    from hawkes_cli import kernels
+
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    monkeypatch.setenv("POCL_CACHE_DIR", str(blocker / "pocl"))
+    ran = []
+    with kernels.build_lock():
+        ran.append(True)
+    assert ran == [True]
+
+
+#: What the CI machine's PoCL 3.0 said when 8 processes built on one empty cache: warnings only.
+RACE_LOG = (
+    "clBuildProgram failed: BUILD_PROGRAM_FAILURE\n"
+    "warning: tempfile.cl:293:22: AVX vector return of type 'real8' without 'avx512f' "
+    "enabled changes the ABI\nDevice pthread-AMD EPYC failed to build the program"
+)
+
+
+@pytest.mark.parametrize(
+    "first, calls, raises",
+    [
+        (RACE_LOG, 2, False),  # a device that gave up with warnings only: built again, works
+        ("tempfile.cl:3:1: error: use of undeclared identifier 'q'", 1, True),  # never retried
+    ],
+    ids=["race", "compiler-error"],
+)
+def test_a_failed_build_is_retried_once_unless_the_compiler_said_error(
+    tmp_path, monkeypatch, first, calls, raises
+):
+    from hawkes_cli import kernels
+    from hawkes_cli.errors import DeviceError
+
+    monkeypatch.setenv("POCL_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(kernels, "_PROGRAMS", {})
+    monkeypatch.setattr(kernels, "BUILD_RETRY_WAIT_S", 0.0)
+    seen = []
+
+    def build(cl, context, truncated, options):
+        seen.append(options)
+        if len(seen) == 1:
+            raise kernels._BuildFailed(first)
+        return "program"
+
+    monkeypatch.setattr(kernels, "_build", build)
+    if raises:
+        with pytest.raises(DeviceError, match="undeclared identifier"):
+            kernels.build_program(_Context(), "float64")
+    else:
+        assert kernels.build_program(_Context(), "float64") == "program"
+    assert len(seen) == calls
+
+
+def test_a_build_that_fails_twice_says_so(tmp_path, monkeypatch):
+    """The retry fails too: one DeviceError with the second log, no traceback of the first."""
+    from hawkes_cli import kernels
+    from hawkes_cli.errors import DeviceError
+
+    monkeypatch.setenv("POCL_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(kernels, "_PROGRAMS", {})
+    monkeypatch.setattr(kernels, "BUILD_RETRY_WAIT_S", 0.0)
+
+    def build(cl, context, truncated, options):
+        raise kernels._BuildFailed(RACE_LOG)
+
+    monkeypatch.setattr(kernels, "_build", build)
+    with pytest.raises(DeviceError, match=r"OpenCL build of hawkes\.cl failed") as info:
+        kernels.build_program(_Context(), "float32", truncated=False)
+    assert "failed to build the program" in str(info.value)
+    assert info.value.__cause__ is None
