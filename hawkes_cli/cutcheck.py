@@ -55,6 +55,7 @@ __all__ = [
     "CUT_LOCATIONS_KEY",
     "CutSettings",
     "conditional_laplace",
+    "conditional_posterior",
     "cut_locations",
     "run_cut_check",
 ]
@@ -243,6 +244,41 @@ def _chains(draws: Draws) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray
     return logs, start, math.sqrt(2.0) * h
 
 
+def conditional_posterior(
+    run_dir: Path,
+) -> tuple[LogPosterior, Callable[[int], tuple[np.ndarray, np.ndarray]]]:
+    """The run's own log posterior of the log-parameters (its config, data, engine, device and
+    priors, built as chain 0 builds it) and the check's location draws for it.
+
+    Returns
+    -------
+    (LogPosterior, locations)
+        ``locations(k)`` is location draw ``k`` (:func:`cut_locations`, the run's seed), to
+        pass to ``posterior.likelihood.set_locations``. The likelihood keeps the pair sums of
+        every point of a Hessian's stencil: 10 of the trigger, 4 of the background.
+
+    Raises
+    ------
+    UsageError
+        A run with fixed locations (``sampler.resample_every: 0``).
+    """
+    config = RunDir(run_dir).load_config()
+    setup = build_chain(config, 0, SerialComm(), StopFlag())
+    stream = setup.rank.locations
+    if stream is None:
+        raise UsageError(f"{run_dir} keeps every event at its file location: no location draws")
+    lik = setup.rank.likelihood
+    # every point of a Hessian's stencil keeps its pair sums: 9 (sigma_x, sigma_t), 3 tau_t
+    lik.trigger_cache_size = max(lik.trigger_cache_size, 10)
+    lik.background_cache_size = max(lik.background_cache_size, 4)
+    seed = config.sampler.seed
+
+    def locations(k: int) -> tuple[np.ndarray, np.ndarray]:
+        return cut_locations(stream.polygons, stream.codes, seed, k)
+
+    return LogPosterior.from_mapping(lik, config.priors), locations
+
+
 def run_cut_check(
     run_dir: Path,
     options: DiagnoseOptions | None = None,
@@ -283,15 +319,8 @@ def run_cut_check(
     draws = draws if draws is not None else load_draws(Path(run_dir), options)
     logs, start, h = _chains(draws)
     h = h * math.sqrt(settings.fd_drop)
-    setup = build_chain(config, 0, SerialComm(), StopFlag())
-    stream = setup.rank.locations
-    if stream is None:  # pragma: no cover - resample_every > 0 always builds one
-        raise UsageError(f"--cut-check: {run_dir} has no location sampler")
-    lik = setup.rank.likelihood
-    # every point of a Hessian's stencil keeps its pair sums: 9 (sigma_x, sigma_t), 3 tau_t
-    lik.trigger_cache_size = max(lik.trigger_cache_size, 10)
-    lik.background_cache_size = max(lik.background_cache_size, 4)
-    posterior = LogPosterior.from_mapping(lik, config.priors)
+    posterior, locations = conditional_posterior(run_dir)
+    lik = posterior.likelihood
     log.info(
         "cut check of %s: %d location draws, Newton from the chains' medians %s",
         run_dir,
@@ -301,7 +330,7 @@ def run_cut_check(
     conditionals = []
     for k in range(int(settings.draws)):
         t0, passes = time.perf_counter(), lik.pair_passes
-        lik.set_locations(*cut_locations(stream.polygons, stream.codes, config.sampler.seed, k))
+        lik.set_locations(*locations(k))
         cond, h_next = conditional_laplace(posterior, start, h, settings)
         if cond.ok:
             h = h_next
