@@ -95,10 +95,10 @@ def make_small(workdir: Path) -> list[Path]:
     return runs
 
 
-def check_run(run_dir: Path, draws: int, burn: int | None) -> dict:
+def check_run(run_dir: Path, draws: int, burn: int | None, is_draws: int = 0) -> dict:
     """The check of one run and what the run is: its size, scheme and convergence."""
     config = RunDir(run_dir).load_config()
-    options = DiagnoseOptions(burn=burn, cut_draws=draws)
+    options = DiagnoseOptions(burn=burn, cut_draws=draws, cut_is_draws=is_draws)
     report = diagnose(run_dir, options)
     t0 = time.perf_counter()
     cut = run_cut_check(run_dir, options, draws=report.draws)
@@ -161,6 +161,9 @@ def main() -> None:
     ap.add_argument("--name", required=True, help="results go to results/cut-NAME.{txt,json}")
     ap.add_argument("--draws", type=int, default=DEFAULT_CUT_DRAWS, help="location draws K")
     ap.add_argument("--burn", type=int, default=None, help="as hawkes-diagnose --burn")
+    ap.add_argument(
+        "--is-draws", type=int, default=0, help="as hawkes-diagnose --cut-is-draws (default 0)"
+    )
     ap.add_argument("--small", type=Path, default=None, help="make and check the small runs here")
     ap.add_argument("--out", type=Path, default=RESULTS)
     args = ap.parse_args()
@@ -168,7 +171,7 @@ def main() -> None:
     runs = list(args.runs) + (make_small(args.small) if args.small else [])
     if not runs:
         ap.error("give run directories, or --small DIR")
-    results = [check_run(r, args.draws, args.burn) for r in runs]
+    results = [check_run(r, args.draws, args.burn, args.is_draws) for r in runs]
     blocks = [f"{_header(r['setting'])}\n{format_cut(r['cut'])}" for r in results]
     text = "\n\n".join([*blocks, summary(results)]) + "\n"
     stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
@@ -177,6 +180,7 @@ def main() -> None:
         "host": platform.node(),
         "python": platform.python_version(),
         "draws": args.draws,
+        "is_draws": args.is_draws,
         "runs": [
             {"setting": r["setting"], "wall_s": r["wall_s"], "cut_check": r["cut"].as_dict()}
             for r in results

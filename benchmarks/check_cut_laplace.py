@@ -5,13 +5,14 @@ sampling of the exact conditional posterior, against the Laplace sd the check us
 log-parameters as the Gaussian of its mode and curvature. Where that posterior is skewed (at
 200,000 cases, ``mu0`` and ``tau_t``: skewness +0.39, the likelihood flat in ``tau_t`` far
 beyond the window), the curvature at the mode need not give the sd. This script computes the
-conditional posterior's mean, sd and skewness on one location draw ``k`` of the check without
+conditional posterior's sds and skewnesses on one location draw ``k`` of the check without
 that assumption:
 
 1. the check's own conditional posterior and location draw
    (:func:`hawkes_cli.cutcheck.conditional_posterior`), its Laplace fit by the check's Newton
    steps (:func:`~hawkes_cli.cutcheck.conditional_laplace`) from the chains' medians;
-2. self-normalised importance sampling from a multivariate Student-t proposal (``--df``
+2. self-normalised importance sampling (:func:`hawkes_cli.cutcheck.importance_sds`, as the
+   check itself does on its first draws) from a multivariate Student-t proposal (``--df``
    degrees of freedom, scale ``--scale`` squared times the Laplace covariance), drawn in two
    stages so that trigger passes are few: ``--outer`` values of ``(sigma_x, sigma_t)`` from the
    proposal's marginal, each with ``--inner`` values of ``(mu0, tau_t, xi0)`` from its
@@ -38,50 +39,19 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
-from scipy import stats
 
-from hawkes_cli.cutcheck import CutSettings, _chains, conditional_laplace, conditional_posterior
+from hawkes_cli.cutcheck import (
+    CutSettings,
+    _chains,
+    conditional_laplace,
+    conditional_posterior,
+    importance_sds,
+)
 from hawkes_cli.diagnostics import DiagnoseOptions, load_draws
 from hawkes_cli.diagnostics.cut import mcse_sd
 from hawkes_cli.vocab import PARAM_NAMES
 
 RESULTS = Path(__file__).resolve().parent / "results"
-CHEAP = [PARAM_NAMES.index(n) for n in ("mu0", "tau_t", "xi0")]
-EXPENSIVE = [PARAM_NAMES.index(n) for n in ("sigma_x", "sigma_t")]
-
-
-def proposal(mode: np.ndarray, cov: np.ndarray, df: float, outer: int, inner: int, rng):
-    """``outer * inner`` points of the multivariate t (``df``, ``mode``, ``cov``), drawn as
-    ``outer`` expensive-block values each with ``inner`` cheap-block values from the
-    conditional t, and the joint log density of each: points (outer, inner, 5), logq
-    (outer, inner)."""
-    e, c = EXPENSIVE, CHEAP
-    s_ee, s_ce, s_cc = cov[np.ix_(e, e)], cov[np.ix_(c, e)], cov[np.ix_(c, c)]
-    reg = s_ce @ np.linalg.inv(s_ee)
-    s_c_given_e = s_cc - reg @ s_ce.T
-    th_e = stats.multivariate_t(mode[e], s_ee, df=df).rvs(outer, random_state=rng)
-    th_e = np.atleast_2d(th_e)
-    joint = stats.multivariate_t(mode, cov, df=df)
-    pts = np.empty((outer, inner, mode.size))
-    for i in range(outer):
-        d = th_e[i] - mode[e]
-        delta = float(d @ np.linalg.solve(s_ee, d))
-        shape = (df + delta) / (df + len(e)) * s_c_given_e
-        cond = stats.multivariate_t(mode[c] + reg @ d, shape, df=df + len(e))
-        pts[i][:, e] = th_e[i]
-        pts[i][:, c] = np.atleast_2d(cond.rvs(inner, random_state=rng))
-    return pts, joint.logpdf(pts.reshape(-1, mode.size)).reshape(outer, inner)
-
-
-def moments(pts: np.ndarray, logw: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Self-normalised weighted mean, sd and skewness of each coordinate: each (5,)."""
-    w = np.exp(logw - logw.max()).ravel()
-    w /= w.sum()
-    x = pts.reshape(-1, pts.shape[-1])
-    mean = w @ x
-    var = w @ (x - mean) ** 2
-    skew = (w @ (x - mean) ** 3) / var**1.5
-    return mean, np.sqrt(var), skew
 
 
 def main() -> None:
@@ -94,7 +64,6 @@ def main() -> None:
     ap.add_argument("--df", type=float, default=7.0)
     ap.add_argument("--scale", type=float, default=1.2)
     ap.add_argument("--seed", type=int, default=20261128)
-    ap.add_argument("--boot", type=int, default=400)
     ap.add_argument("--out", type=Path, default=RESULTS)
     args = ap.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
@@ -102,7 +71,9 @@ def main() -> None:
 
     draws = load_draws(args.run_dir, DiagnoseOptions())
     logs, start, h = _chains(draws)
-    settings = CutSettings()
+    settings = CutSettings(
+        is_outer=args.outer, is_inner=args.inner, is_df=args.df, is_scale=args.scale
+    )
     posterior, locations = conditional_posterior(args.run_dir)
     lik = posterior.likelihood
     lik.set_locations(*locations(args.draw))
@@ -112,29 +83,10 @@ def main() -> None:
     mode, cov = np.array(cond.mode), np.array(cond.cov)
     laplace_sd = np.sqrt(np.diag(cov))
     logging.info("Laplace on draw %d: mode %s sd %s", args.draw, mode, laplace_sd)
-
-    rng = np.random.default_rng(args.seed)
-    pts, logq = proposal(mode, args.scale**2 * cov, args.df, args.outer, args.inner, rng)
-    logp = np.empty_like(logq)
-    passes0, t1 = lik.pair_passes, time.perf_counter()
-    for i in range(args.outer):
-        for j in range(args.inner):
-            logp[i, j] = posterior(pts[i, j])
-        if (i + 1) % 25 == 0:
-            logging.info("outer %d/%d, %.0f s", i + 1, args.outer, time.perf_counter() - t1)
-    logw = np.where(np.isfinite(logp), logp - logq, -np.inf)
-    w = np.exp(logw - logw.max())
-    ess = float(w.sum() ** 2 / (w**2).sum())
-    mean, sd, skew = moments(pts, logw)
-    boot = np.array(
-        [
-            moments(pts[idx], logw[idx])[1]
-            for idx in (rng.integers(0, args.outer, args.outer) for _ in range(args.boot))
-        ]
-    )
-    sd_se = boot.std(axis=0, ddof=1)
-    ratio = sd / laplace_sd
-    ratio_se = sd_se / laplace_sd
+    passes0 = lik.pair_passes
+    sample = importance_sds(posterior, mode, cov, settings, np.random.default_rng(args.seed))
+    sd, sd_se = sample.sd, sample.sd_se
+    ratio, ratio_se = sd / laplace_sd, sd_se / laplace_sd
 
     rows = []
     for k, name in enumerate(PARAM_NAMES):
@@ -144,12 +96,11 @@ def main() -> None:
                 "name": name,
                 "laplace_mode": float(mode[k]),
                 "laplace_sd": float(laplace_sd[k]),
-                "is_mean": float(mean[k]),
                 "is_sd": float(sd[k]),
                 "is_sd_se": float(sd_se[k]),
                 "is_over_laplace": float(ratio[k]),
                 "is_over_laplace_se": float(ratio_se[k]),
-                "is_skewness": float(skew[k]),
+                "is_skewness": float(sample.skewness[k]),
                 "chains_sd": c_sd,
                 "chains_sd_se": c_se,
                 "chains_over_is": c_sd / float(sd[k]),
@@ -166,8 +117,7 @@ def main() -> None:
         "df": args.df,
         "scale": args.scale,
         "seed": args.seed,
-        "kish_ess": ess,
-        "finite": int(np.isfinite(logp).sum()),
+        "kish_ess": sample.ess,
         "pair_passes": int(lik.pair_passes - passes0),
         "seconds": time.perf_counter() - t0,
         "laplace_status": cond.status,

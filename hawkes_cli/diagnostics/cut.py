@@ -10,6 +10,12 @@ log-parameter is, by the law of total variance,
 
     var_cut = mean_k V_k[i, i]  +  var_k m_k[i]       (within-draw + between-draw)
 
+Where a conditional posterior is not Gaussian its Laplace sd is off by percents (at 200,000
+cases ``mu0`` and ``tau_t``, skewness +0.44: 5% too wide). The first few draws can therefore
+also be importance-sampled (``--cut-is-draws``; :data:`DEFAULT_CUT_IS_DRAWS`); the ratio of
+their sds to their Laplace sds (:func:`is_factor`, per log-parameter) scales every draw's
+``V_k[i, i]``, and its error is added to the within-draw and cut sds' errors.
+
 The reference's Monte Carlo error comes from the ``K`` draws: leave-one-out jackknife of each sd
 (within, between, cut). With ``K - 1`` degrees of freedom the between-draw sd has relative
 error about ``1 / sqrt(2 (K - 1))``: :data:`DEFAULT_CUT_DRAWS` = 50 gives 10%. The chains' sd of
@@ -40,6 +46,7 @@ from .stats import ess_mean
 
 __all__ = [
     "DEFAULT_CUT_DRAWS",
+    "DEFAULT_CUT_IS_DRAWS",
     "KURTOSIS_LIMIT",
     "MIN_CUT_DRAWS",
     "SKEW_LIMIT",
@@ -48,6 +55,7 @@ __all__ = [
     "CutCheck",
     "CutRow",
     "format_cut",
+    "is_factor",
     "jackknife_sds",
     "mcse_sd",
     "summarise_cut",
@@ -57,11 +65,22 @@ DEFAULT_CUT_DRAWS = 50
 """Location draws by default: the between-draw sd then has about 10% relative error
 (``1 / sqrt(2 * 49)``)."""
 
+DEFAULT_CUT_IS_DRAWS = 0
+"""Location draws whose conditional posterior is importance-sampled by default: none, so the
+check is the Laplace reference unless ``--cut-is-draws`` asks. At 200,000 cases one draw's
+importance sample put the Laplace sd of ``mu0`` and ``tau_t`` 5% too wide, with the chains at
+the sampled sds (``benchmarks/results/cut-laplace-200000-m1-shipped.txt``); at 373 events
+(``tests/test_cut.py``) two draws' factor for ``tau_t`` (0.85 in variance) missed the
+brute force's 50-draw mean (0.94), so whether the factor of a few draws stands for all of them
+at small N is not settled."""
+
 SKEW_LIMIT = 0.5
 """Largest ``|skewness|`` of the chains' log draws for a Gaussian reference. A gamma-shaped
-posterior of skewness 0.5 has a Laplace sd 3% below its sd (``1 - sqrt(1 - skew^2 / 4)``),
-well inside the reference's 10% error; 0.5 is also 4 standard errors of a sample skewness at an
-ESS of 400 (``sqrt(6 / 400)``)."""
+posterior of skewness 0.5 has a Laplace sd 3% below its sd (``1 - sqrt(1 - skew^2 / 4)``);
+other shapes differ more (at 200,000 cases, skewness +0.44: 5% above), which the importance
+-sampled factor (:func:`is_factor`) corrects. Beyond 0.5 (4 standard errors of a sample
+skewness at an ESS of 400, ``sqrt(6 / 400)``) the shape may change from draw to draw, which
+one factor cannot follow."""
 
 KURTOSIS_LIMIT = 1.0
 """Largest ``|excess kurtosis|`` of the chains' log draws (4 standard errors at an ESS of 400,
@@ -105,6 +124,12 @@ class Conditional:
         Pair passes (background and trigger) they ran.
     seconds
         Wall time of this draw (s).
+    is_sd, is_sd_se : (d,) float or None
+        The conditional posterior's sds by importance sampling (no Gaussian assumed) and
+        their bootstrap standard errors, on the draws where the check ran it
+        (``hawkes-diagnose --cut-is-draws``); None elsewhere.
+    is_ess
+        Kish's effective sample size of that importance sample.
     """
 
     mode: tuple[float, ...]
@@ -115,6 +140,9 @@ class Conditional:
     evaluations: int = 0
     pair_passes: int = 0
     seconds: float = 0.0
+    is_sd: tuple[float, ...] | None = None
+    is_sd_se: tuple[float, ...] | None = None
+    is_ess: float = math.nan
 
     @property
     def ok(self) -> bool:
@@ -137,6 +165,9 @@ class Conditional:
             "evaluations": self.evaluations,
             "pair_passes": self.pair_passes,
             "seconds": self.seconds,
+            "is_sd": dict(zip(names, self.is_sd, strict=True)) if self.is_sd else None,
+            "is_sd_se": dict(zip(names, self.is_sd_se, strict=True)) if self.is_sd_se else None,
+            "is_ess": self.is_ess,
         }
 
 
@@ -168,6 +199,9 @@ class CutRow:
         ``"ok"``, ``"warn"`` (``|z| > Z_WARN``) or ``"not compared"``.
     reason
         Why not compared, or how far apart; "" when ok.
+    is_factor, is_factor_se
+        The factor applied to every draw's Laplace sd (:func:`is_factor`: 1 and 0 when no
+        draw was importance-sampled) and its standard error.
     """
 
     name: str
@@ -187,6 +221,8 @@ class CutRow:
     mode_mean: float
     status: str
     reason: str = ""
+    is_factor: float = 1.0
+    is_factor_se: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
         """The row as a plain dict."""
@@ -343,6 +379,34 @@ def jackknife_sds(modes: np.ndarray, variances: np.ndarray) -> dict[str, tuple[f
     }
 
 
+def is_factor(conditionals: Sequence[Conditional], index: int) -> tuple[float, float]:
+    """The ratio of the importance-sampled to the Laplace conditional sd of one log-parameter,
+    over the draws that have both, and its standard error: ``(1, 0)`` when none has.
+
+    ``f = sqrt(mean_j (s_j / l_j)^2)`` (``s_j`` the importance-sampled sd of draw ``j``,
+    ``l_j`` its Laplace sd), so that ``f^2`` times the mean Laplace variance is the mean
+    conditional variance when the shape of the conditional posterior is the same on every
+    draw (at 200,000 cases the draws' modes differ by 5% of an sd for ``mu0``); its error
+    combines each draw's bootstrap error and, with two draws or more, their spread.
+    """
+    q, q_var = [], []
+    for c in conditionals:
+        if c.is_sd is None or c.is_sd_se is None or not c.ok:
+            continue
+        lap = math.sqrt(c.cov[index][index])  # type: ignore[index]
+        r, r_se = c.is_sd[index] / lap, c.is_sd_se[index] / lap
+        q.append(r * r)
+        q_var.append((2.0 * r * r_se) ** 2)
+    if not q:
+        return 1.0, 0.0
+    qm = float(np.mean(q))
+    se_q = math.sqrt(sum(q_var)) / len(q)
+    if len(q) > 1:
+        se_q = max(se_q, float(np.std(q, ddof=1)) / math.sqrt(len(q)))
+    f = math.sqrt(qm)
+    return f, se_q / (2.0 * f)
+
+
 def shape(x: np.ndarray) -> tuple[float, float]:
     """Sample skewness and excess kurtosis of the finite values of ``x`` (NaN if constant)."""
     x = np.asarray(x, dtype=np.float64).ravel()
@@ -380,11 +444,18 @@ def _row(
     nan = math.nan
     sds = {"within": (nan, nan), "between": (nan, nan), "cut": (nan, nan)}
     mode_mean = nan
+    factor, factor_se = is_factor(conditionals, index)
     if not failed:
         modes = np.array([c.mode[index] for c in conditionals])
         variances = np.array([c.cov[index][index] for c in conditionals])  # type: ignore[index]
-        sds = jackknife_sds(modes, variances)
+        sds = jackknife_sds(modes, factor * factor * variances)
         mode_mean = float(np.mean(modes))
+        (w, w_se), b = sds["within"], sds["between"][0]
+        # the factor's error is common to every draw: not in the jackknife, added here
+        w_f = w * factor_se / factor
+        cut = math.hypot(w, b)
+        sds["within"] = (w, math.hypot(w_se, w_f))
+        sds["cut"] = (cut, math.hypot(sds["cut"][1], w * w_f / cut if cut > 0 else 0.0))
     cut_sd, cut_se = sds["cut"]
     ratio = chains_sd / cut_sd if cut_sd > 0 else nan
     ratio_se = ratio * math.hypot(chains_se / chains_sd, cut_se / cut_sd) if cut_sd > 0 else nan
@@ -422,6 +493,8 @@ def _row(
         mode_mean=mode_mean,
         status=status,
         reason=reason,
+        is_factor=factor,
+        is_factor_se=factor_se,
     )
 
 
@@ -535,5 +608,13 @@ def format_cut(check: CutCheck) -> str:
         "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in table
     ]
     lines += [f"  {r.name}: {r.reason}" for r in check.rows if r.reason]
+    sampled = [c for c in check.conditionals if c.is_sd is not None]
+    if sampled:
+        factors = ", ".join(f"{r.name} {_pm(r.is_factor, r.is_factor_se)}" for r in check.rows)
+        lines.append(
+            f"within-draw sds: each draw's Laplace sd times the importance-sampled / Laplace sd "
+            f"of {len(sampled)} draw(s) (Kish ESS "
+            f"{', '.join(f'{c.is_ess:.0f}' for c in sampled)}): {factors}"
+        )
     lines.append(f"cut check: {check.verdict}: {check.message}")
     return "\n".join(lines)

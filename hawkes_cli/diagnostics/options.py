@@ -57,12 +57,15 @@ class DiagnoseOptions:
     cut_draws
         Location draws of the cut-posterior check (``hawkes-diagnose --cut-check``,
         :mod:`hawkes_cli.cutcheck`), an integer >= :data:`MIN_CUT_DRAWS`; ``None``: no check.
+    cut_is_draws
+        Of those, how many are also importance-sampled (an integer >= 0); ``None``: the
+        check's default (:data:`hawkes_cli.diagnostics.cut.DEFAULT_CUT_IS_DRAWS`).
 
     Raises
     ------
     UsageError
         A negative ``burn``, ``thin < 1``, a county code that is not 1-5 digits, or
-        ``cut_draws < MIN_CUT_DRAWS``.
+        ``cut_draws < MIN_CUT_DRAWS``, a negative ``cut_is_draws``.
     """
 
     burn: int | None = None
@@ -72,8 +75,12 @@ class DiagnoseOptions:
     events: Path | None = None
     systematic: bool = False
     cut_draws: int | None = None
+    cut_is_draws: int | None = None
 
     def __post_init__(self) -> None:
+        j = self.cut_is_draws
+        if j is not None and (isinstance(j, bool) or int(j) != j or j < 0):
+            raise UsageError(f"--cut-is-draws must be an integer >= 0, got {j!r}")
         k = self.cut_draws
         if k is not None and (isinstance(k, bool) or int(k) != k or k < MIN_CUT_DRAWS):
             raise UsageError(f"--cut-draws must be an integer >= {MIN_CUT_DRAWS}, got {k!r}")
@@ -89,3 +96,5 @@ class DiagnoseOptions:
             object.__setattr__(self, "events", Path(self.events))
         if k is not None:
             object.__setattr__(self, "cut_draws", int(k))
+        if j is not None:
+            object.__setattr__(self, "cut_is_draws", int(j))
