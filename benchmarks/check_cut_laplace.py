@@ -42,7 +42,7 @@ import numpy as np
 
 from hawkes_cli.cutcheck import (
     CutSettings,
-    _chains,
+    chain_start,
     conditional_laplace,
     conditional_posterior,
     importance_sds,
@@ -70,7 +70,7 @@ def main() -> None:
     t0 = time.perf_counter()
 
     draws = load_draws(args.run_dir, DiagnoseOptions())
-    logs, start, h = _chains(draws)
+    logs, start, h = chain_start(draws)
     settings = CutSettings(
         is_outer=args.outer, is_inner=args.inner, is_df=args.df, is_scale=args.scale
     )

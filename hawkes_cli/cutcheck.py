@@ -326,6 +326,12 @@ def importance_sds(
     pts, logq = _t_proposal(mode, settings.is_scale**2 * cov, settings, rng)
     logp = np.array([[log_post(p) for p in row] for row in pts])
     logw = np.where(np.isfinite(logp), logp - logq, -np.inf)
+    if not np.any(np.isfinite(logw)):
+        raise UsageError(
+            "--cut-is-draws: the conditional posterior is not finite at any of the "
+            f"{logw.size} importance points around the Laplace fit; run without "
+            "--cut-is-draws, or check the run's priors and data"
+        )
     w = np.exp(logw - logw.max())
     sd, skew = _weighted_moments(pts, logw)
     outer = pts.shape[0]
@@ -339,7 +345,7 @@ def importance_sds(
     return ImportanceSample(sd, boot.std(axis=0, ddof=1), skew, ess)
 
 
-def _chains(draws: Draws) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
+def chain_start(draws: Draws) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
     """The chains' log draws ``(chain, draw)`` by name, their medians (the start) and the first
     finite-difference steps ``sqrt(2 fd_drop / P_ii)`` for unit ``fd_drop`` (``P`` the inverse
     of their covariance: the conditional sd of each coordinate given the others)."""
@@ -437,7 +443,7 @@ def run_cut_check(
             "the cut posterior; there is nothing to check"
         )
     draws = draws if draws is not None else load_draws(Path(run_dir), options)
-    logs, start, h = _chains(draws)
+    logs, start, h = chain_start(draws)
     h = h * math.sqrt(settings.fd_drop)
     posterior, locations = conditional_posterior(run_dir)
     lik = posterior.likelihood
@@ -485,6 +491,7 @@ def _with_importance(
     )
     return replace(
         cond,
+        evaluations=cond.evaluations + settings.is_outer * settings.is_inner,
         is_sd=tuple(sample.sd.tolist()),
         is_sd_se=tuple(sample.sd_se.tolist()),
         is_ess=sample.ess,

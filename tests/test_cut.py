@@ -71,6 +71,7 @@ from hawkes_cli.diagnostics.cut import (
     summarise_cut,
 )
 from hawkes_cli.engine import make_likelihood
+from hawkes_cli.errors import UsageError
 from hawkes_cli.model import Params
 from hawkes_cli.regions import polygons_for
 from hawkes_cli.runner import run_chain
@@ -371,6 +372,9 @@ def test_the_importance_samples_are_the_brute_force_on_their_draws(problem, exac
     for k in sampled:
         c = check.conditionals[k]
         assert c.is_ess > 300, c.is_ess
+        # the importance points count among the draw's evaluations
+        points = CutSettings().is_outer * CutSettings().is_inner
+        assert c.evaluations == problem["check"].conditionals[k].evaluations + points
         for i, name in enumerate(PARAM_NAMES):
             want = math.sqrt(exact["var"][k, i])
             want_se = want * math.sqrt(2.0 / (4.0 * exact["ess"][k]))
@@ -411,6 +415,15 @@ def test_importance_sampling_finds_the_sds_of_a_skewed_posterior():
     assert np.all(sample.skewness < 0), sample.skewness
     assert np.all(np.abs(sample.skewness - skew)[:3] < 0.25), (sample.skewness, skew)
     assert sample.ess > 0.3 * 400 * 16
+
+
+def test_importance_sampling_nowhere_finite_is_a_usage_error():
+    """A conditional posterior that is -inf at every proposal point gives one clear error, not
+    a division by zero or NaN sds."""
+    settings = CutSettings(is_outer=4, is_inner=2)
+    with pytest.raises(UsageError, match="not finite at any of the 8 importance points"):
+        importance_sds(lambda y: -math.inf, np.zeros(5), np.eye(5), settings,
+                       np.random.default_rng(0))  # fmt: skip
 
 
 def test_the_importance_factor_scales_every_draws_laplace_variance():

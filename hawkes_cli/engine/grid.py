@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..vocab import DEFAULT_TOLERANCE
+from .keysort import group_keys, lex_key, stable_argsort
 from .times import TimeStructure
 
 #: Time span / sigma_t up to which exact exponential prefixes are used (else chunked bounds).
@@ -296,7 +297,7 @@ def build_index(
     ih = inv_h[level]
     cx, cy = cell_coords(x, y, x0, y0, ih)
     comb = (level.astype(np.int64) << 44) | (cx * KEY_STRIDE + cy)
-    order = np.argsort(comb, kind="stable")
+    order = stable_argsort(lex_key(level, cx, cy))  # = argsort(comb, kind="stable")
     sc = comb[order]
     first = np.flatnonzero(np.concatenate([[True], sc[1:] != sc[:-1]]))
     cell_comb = sc[first]
@@ -308,7 +309,7 @@ def build_index(
         level_offset=np.searchsorted(cell_level, np.arange(h.size + 1)).astype(np.int32),
         h=h,
         inv_h=inv_h,
-        covers_all=bool(np.all(h[np.unique(level)] >= extent)),
+        covers_all=bool(np.all(h[np.bincount(level, minlength=h.size) > 0] >= extent)),
         band=band,
         nbase=nlevels,
         level=level,
@@ -329,9 +330,10 @@ def _expanded(
     cell of size ``1 / inv_box[l]`` holding at least ``expand_min`` sources, all of one
     density. Shape (N,), int64 (0 or 1)."""
     cx, cy = cell_coords(x, y, x0, y0, inv_box[level])
-    comb = (level.astype(np.int64) << 44) | (cx * KEY_STRIDE + cy)
-    _, box, count = np.unique(comb, return_inverse=True, return_counts=True)
+    _, box, count, _ = group_keys(lex_key(level, cx, cy))
     w = np.asarray(weight, dtype=np.float64)
+    if w.size and w.min() == w.max():  # one density (model 1): every box is of one
+        return (count >= expand_min)[box].astype(np.int64)
     lo = np.full(count.size, np.inf)
     hi = np.full(count.size, -np.inf)
     np.minimum.at(lo, box, w)
@@ -399,6 +401,13 @@ def row_groups(
     return (lev << 44) | (cx * KEY_STRIDE + cy)
 
 
+def _cell_key_digits(key: np.ndarray) -> np.ndarray:
+    """``(level << 44) | (x cell * KEY_STRIDE + y cell)`` keys repacked by
+    :func:`~.keysort.lex_key` (same order, fewer bits to sort)."""
+    cell = key & ((1 << 44) - 1)
+    return lex_key(key >> 44, cell // KEY_STRIDE, cell % KEY_STRIDE)
+
+
 def row_blocks(
     index: GridIndex,
     time: np.ndarray,
@@ -429,7 +438,7 @@ def row_blocks(
         size_of = np.diff(index.cell_begin)
     else:
         key = group[row_start:row_stop]
-        by_key = np.argsort(key, kind="stable")
+        by_key = stable_argsort(_cell_key_digits(key))
         rows = row_start + by_key
         if rows.size:
             cell = np.cumsum(np.concatenate([[False], key[by_key][1:] != key[by_key][:-1]]))

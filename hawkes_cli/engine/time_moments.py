@@ -1,0 +1,97 @@
+"""The background's compensator over many distinct times from per-bin moments, with a rigorous
+error bound.
+
+The compensator's background part per unit ``mu0`` is ``sum_n c_n h(t_n)`` over the distinct
+times ``t_n`` (``c_n`` events each) with ``h(t) = Phi((T - t)/tau_t) - Phi(-t/tau_t)``
+(DESIGN section 2). With a million distinct times (continuous times at 1M) that is two normal
+CDFs per time, ~11 ms, each time ``tau_t`` moves (ten times per iteration). On bins of width
+``delta`` (:data:`BINS` over the times' span) with centres ``m_j``, Taylor's theorem gives
+
+    sum_n c_n h(t_n) = sum_j sum_{k=0}^{3} h^(k)(m_j) M_jk / k!  + R,
+    M_jk = sum_{n in j} c_n (t_n - m_j)^k,
+
+``h^(k)(t) = (-1/tau)^k [Phi^(k)((T - t)/tau) - Phi^(k)(-t/tau)]`` and
+``|R| <= 2 max|Phi''''| / (24 tau^4) sum_j M_j4`` (``max_z |(z^3 - 3 z) phi(z)| = 0.55059``).
+:meth:`TimeMoments.background_total` returns the sum when that bound is at most
+:data:`MAX_ERROR` (nats per unit ``mu0``; far below float64's rounding of the total at a
+million times), else None, and the caller sums exactly. At 1M times over 1,100 days the bound
+holds for ``tau_t`` above ~1,800 days (the covid posteriors: ~9,000).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.special import ndtr
+
+#: Bins over the distinct times' span.
+BINS = 2048
+#: Largest bound (nats per unit mu0) at which the moments' sum replaces the exact one.
+MAX_ERROR = 1e-10
+#: Fewer distinct times than this are summed exactly (cheap, and bit-for-bit as before).
+MIN_TIMES = 1 << 16
+#: ``max_z |Phi''''(z)| = max_z |(z^3 - 3 z) phi(z)|`` (at z = 0.7420), rounded up.
+PHI4_MAX = 0.550588
+
+
+@dataclass(frozen=True)
+class TimeMoments:
+    """Per-bin moments of distinct times ``t`` weighted by their counts.
+
+    Attributes
+    ----------
+    centre : (J,) float64
+        Bin centres (time units), occupied bins only.
+    moments : (4, J) float64
+        ``M_jk = sum_{n in j} c_n (t_n - centre_j)^k`` for k = 0..3.
+    fourth : float
+        ``sum_j M_j4`` (time units^4), for the bound.
+    """
+
+    centre: np.ndarray
+    moments: np.ndarray
+    fourth: float
+
+    @classmethod
+    def of(cls, t: np.ndarray, counts: np.ndarray) -> TimeMoments | None:
+        """The moments of times ``t`` (shape (U,)) with ``counts`` (shape (U,)); None for
+        fewer than :data:`MIN_TIMES` times."""
+        t = np.asarray(t, dtype=np.float64)
+        if t.size < MIN_TIMES:
+            return None
+        c = np.asarray(counts, dtype=np.float64)
+        t0, span = float(t.min()), float(t.max() - t.min())
+        delta = max(span, 1e-300) / BINS
+        j = np.minimum(np.floor((t - t0) / delta), BINS - 1).astype(np.int64)
+        used, j = np.unique(j, return_inverse=True)
+        centre = t0 + (used + 0.5) * delta
+        d = t - centre[j]
+        moments = np.stack(
+            [np.bincount(j, weights=c * d**k, minlength=used.size) for k in range(4)]
+        )
+        return cls(centre, moments, float(np.dot(c, d**4)))
+
+    def bound(self, tau_t: float) -> float:
+        """The remainder's bound at ``tau_t`` (nats per unit mu0)."""
+        return 2.0 * PHI4_MAX * self.fourth / (24.0 * tau_t**4)
+
+    def background_total(self, window_end: float, tau_t: float) -> float | None:
+        """``sum_n c_n (Phi((T - t_n)/tau_t) - Phi(-t_n/tau_t))`` from the moments, or None
+        where :meth:`bound` exceeds :data:`MAX_ERROR`."""
+        if self.bound(tau_t) > MAX_ERROR:
+            return None
+        za = (window_end - self.centre) / tau_t
+        zb = -self.centre / tau_t
+        pa = np.exp(-0.5 * za * za) / np.sqrt(2.0 * np.pi)
+        pb = np.exp(-0.5 * zb * zb) / np.sqrt(2.0 * np.pi)
+        # Phi^(k)(z) for k = 0..3: Phi, phi, -z phi, (z^2 - 1) phi; each derivative in t
+        # brings a factor -1/tau_t
+        s = -1.0 / tau_t
+        terms = (
+            ndtr(za) - ndtr(zb),
+            s * (pa - pb),
+            s * s * (-za * pa + zb * pb) / 2.0,
+            s**3 * ((za * za - 1.0) * pa - (zb * zb - 1.0) * pb) / 6.0,
+        )
+        return float(sum(np.dot(term, m) for term, m in zip(terms, self.moments, strict=True)))
