@@ -306,6 +306,7 @@ class Likelihood:
         )
         self._tu = ts.unique[rows_u]
         self._tmoments = TimeMoments.of(self._tu, self._tcount)
+        self._work: np.ndarray | None = None  # _local's two buffers
         self._b_cache: OrderedDict[float, np.ndarray] = OrderedDict()
         self._e_cache: OrderedDict[tuple[float, float], np.ndarray] = OrderedDict()
         self._pinned: tuple[float, tuple[float, float]] | None = None
@@ -468,8 +469,13 @@ class Likelihood:
             return -math.inf, rows, rows, 0.0, 0.0, 0.0
         B, beta = self._background_parts(p.tau_t)
         E, omega = self._trigger(p.sigma_x, p.sigma_t)
-        lam = np.maximum(p.mu0 * B + p.xi0 * E, LAMBDA_FLOOR)
-        logs = np.log(lam)
+        # the same operations as np.maximum(mu0 B + xi0 E, floor) etc., in two kept buffers:
+        # a fresh million-row array per step costs more in page faults than its arithmetic
+        lam, work = self._scratch(B.size)
+        np.multiply(B, p.mu0, out=lam)
+        lam += np.multiply(E, p.xi0, out=work)
+        np.maximum(lam, LAMBDA_FLOOR, out=lam)
+        log_sum = float(np.sum(np.log(lam, out=work)))
         comp = p.mu0 * self._background_total(p.tau_t)
         trig, edge_error = self._trigger_total(p.sigma_x, p.sigma_t)
         comp += p.xi0 * trig
@@ -477,15 +483,28 @@ class Likelihood:
         if self.renormalized:
             edge_error = float(np.dot(p.xi0 * E / lam, self._relative_error(p.sigma_x)))
         # |log max(lam, f) - log max(lam~, f)| <= log1p(xi0 omega / max(lam~, f)), lam >= lam~
-        bound = 0.0 if omega is None else float(np.sum(np.log1p(p.xi0 * omega / lam)))
+        bound = 0.0
+        if omega is not None:
+            np.multiply(omega, p.xi0, out=work)
+            work /= lam
+            bound = float(np.sum(np.log1p(work, out=work)))
         if self._bounded is not None and self._bounded.check_failure:
             bound = math.nan  # every rank learns of it from the reduced bound
         # lam - lam~ = mu0 (B - B~), |B - B~| <= beta: |log lam - log lam~| <= -log1p(-r)
         background_bound = 0.0
         if beta is not None:
-            r = np.minimum(p.mu0 * beta / lam, 1.0)
-            background_bound = float(np.sum(-np.log1p(-r))) if np.any(r > 0) else 0.0
-        return float(np.sum(logs) - comp), B, E, bound, edge_error, background_bound
+            r = np.multiply(beta, p.mu0, out=work)
+            r /= lam
+            np.minimum(r, 1.0, out=r)
+            if np.any(r > 0):
+                background_bound = float(np.sum(-np.log1p(np.negative(r, out=r), out=r)))
+        return log_sum - comp, B, E, bound, edge_error, background_bound
+
+    def _scratch(self, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """Two float64 work arrays of shape (n,), kept between evaluations."""
+        if self._work is None or self._work.shape[1] != n:
+            self._work = np.empty((2, n))
+        return self._work[0], self._work[1]
 
     def _background_total(self, tau_t: float) -> float:
         """``sum_n (Phi((T - t_n)/tau_t) - Phi(-t_n/tau_t))`` over the rows (cached by tau_t):
