@@ -56,6 +56,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.special import ndtr
 
+from .keysort import group_keys
+
 log = logging.getLogger(__name__)
 
 #: Segments farther than this many lengthscales from an event are skipped: each would contribute
@@ -338,8 +340,10 @@ class BoundaryRegion:
         level = np.floor(pos).astype(np.int64)
         frac = pos - level
         rest = []
-        for k in np.unique(level):
-            rows = np.flatnonzero(level == k)
+        # the rows of each level in ascending order, by one radix sort (model 2's lengthscales
+        # span a hundred levels: a comparison over all rows per level cost 0.13 s at 1M)
+        levels, _, counts, by_level = group_keys(level)
+        for k, rows in zip(levels, np.split(by_level, np.cumsum(counts)[:-1]), strict=True):
             s_lo = 2.0 ** (k / LATTICE_STEPS)
             # events with no boundary segment within CUTOFF lengthscales keep all their mass
             near = self.segment_index(s_lo * 2.0 ** (1.0 / LATTICE_STEPS)).cells_of(

@@ -421,7 +421,7 @@ class PolygonSampler:
         flip = u + v > 1.0
         u = np.where(flip, 1.0 - u, u)
         v = np.where(flip, 1.0 - v, v)
-        tri = np.take(self.triangles, t, axis=0)  # ~3x faster than fancy indexing here
+        tri = self.triangles[t]
         a, b, cc = tri[:, 0], tri[:, 1], tri[:, 2]
         p = a + u[:, None] * (b - a) + v[:, None] * (cc - a)
         # Rounding can push a point an ulp past its triangle; keep it within the triangle's box
