@@ -31,8 +31,17 @@ def test_stable_argsort_is_numpys_stable_sort(low, high, n):
 
 @pytest.mark.parametrize("dtype", [np.int32, np.uint32, np.int16, np.uint64])
 def test_stable_argsort_of_other_integer_types(dtype):
-    keys = np.random.default_rng(1).integers(0, 60_000, 50_000).astype(dtype)
+    keys = np.random.default_rng(1).integers(0, 30_000, 50_000).astype(dtype)
     np.testing.assert_array_equal(stable_argsort(keys), np.argsort(keys, kind="stable"))
+
+
+def test_stable_argsort_where_the_keys_own_type_would_overflow():
+    """int16 keys spanning more than int16 holds, and uint64 keys above 2**63."""
+    rng = np.random.default_rng(4)
+    wide = rng.integers(-32_000, 32_000, 50_000).astype(np.int16)
+    top = (np.uint64(2**63) + rng.integers(0, 2**20, 50_000).astype(np.uint64)).astype(np.uint64)
+    for keys in (wide, top):
+        np.testing.assert_array_equal(stable_argsort(keys), np.argsort(keys, kind="stable"))
 
 
 def test_stable_argsort_of_floats_and_constant_keys():

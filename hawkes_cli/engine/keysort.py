@@ -43,7 +43,10 @@ def stable_argsort(keys: np.ndarray) -> np.ndarray:
         return np.arange(k.size, dtype=np.intp)
     if passes > RADIX_MAX_PASSES:
         return np.argsort(k, kind="stable")
-    offset = (k.astype(np.int64) - lo).astype(np.uint64)
+    if k.dtype.kind == "u":  # offsets from the minimum, in a type they cannot overflow
+        offset = k.astype(np.uint64) - np.uint64(lo)
+    else:
+        offset = (k.astype(np.int64) - np.int64(lo)).astype(np.uint64)
     order = np.argsort((offset & 0xFFFF).astype(np.uint16), kind="stable")
     for p in range(1, passes):
         digit = ((offset[order] >> np.uint64(16 * p)) & 0xFFFF).astype(np.uint16)
