@@ -348,13 +348,18 @@ def digest(path: Path) -> str:
     return h.hexdigest()
 
 
-#: Digests of files written by ``hawkes-prep simulate`` before ``--geography`` existed.
+#: Digests of files written by ``hawkes-prep simulate`` before ``--geography`` existed. Model
+#: 2's densities go through ``numpy.exp``, which on a CPU with AVX-512 is numpy's own SIMD
+#: routine (it differs from glibc's in the last bit for ~5% of arguments); so that case has two
+#: digests, each that of the code before ``--geography`` (f6396fe^) on a machine of its kind
+#: (the second: AMD EPYC Zen 5, numpy 2.4.6).
 RECTANGLE_GOLDEN = [
     (["--n-background", "300", "--t-end", "60", "--seed", "11", "--param", "sigma_x=0.5"],
      "11e578135487f56f3cd304e0c5f2da547f2e9f9ca02f3bf5ca472404379cedfb"),
     (["--model", "2", "--n-background", "300", "--t-end", "60", "--seed", "12",
       "--param", "sigma_x=3"],
-     "51b81894400d1bc70706a39f4b0bae4b3ec68b6ed07ca7dcf91abacee7d3b95c"),
+     ("51b81894400d1bc70706a39f4b0bae4b3ec68b6ed07ca7dcf91abacee7d3b95c",
+      "fcdfae211bf7c824f42c16e6bbebd7f5b2f1639e0b7719b04433fcb82a30be02")),
     (["--grid", "3", "4", "--bounds", "-1", "2", "0", "5", "--n-background", "200",
       "--integer-days", "--t-end", "30", "--seed", "13"],
      "fb00fca606d8d1a33fcfb7591bfea002de681172cee99b4bc13c674752e4bd2d"),
@@ -366,7 +371,7 @@ def test_rectangle_output_is_unchanged(tmp_path, args, expected):
     out = tmp_path / "ev.h5"
     res = run_prep("--out", str(out), *args)
     assert res.exit_code == 0, res.output
-    assert digest(out) == expected
+    assert digest(out) in ((expected,) if isinstance(expected, str) else expected)
     explicit = tmp_path / "explicit.h5"  # naming the defaults changes nothing
     res = run_prep("--out", str(explicit), *args, "--geography", "rectangle", "--edge", "censored")
     assert res.exit_code == 0, res.output
