@@ -102,11 +102,17 @@ def run_chain(config: Path, profile_file: Path, timeout: float) -> dict:
     env = {**os.environ, "HAWKES_PROFILE": str(profile_file)}
     t0 = time.perf_counter()
     proc = subprocess.run(
-        [sys.executable, "-m", "hawkes_cli", "run", "chain", str(config), "--chain", "0",
+        [sys.executable, "-m", "hawkes_cli", "run", "-v", "chain", str(config), "--chain", "0",
          "--overwrite"],
         env=env, capture_output=True, text=True, timeout=timeout,
     )  # fmt: skip
-    return {"rc": proc.returncode, "seconds": time.perf_counter() - t0, "stderr": proc.stderr}
+    choice = [x for x in proc.stderr.splitlines() if "engine.trigger auto" in x]
+    return {
+        "rc": proc.returncode,
+        "seconds": time.perf_counter() - t0,
+        "trigger_choice": choice[-1].split("engine.trigger auto: ")[-1] if choice else None,
+        "stderr": proc.stderr,
+    }
 
 
 def summarise(rows: list[dict], skip: int) -> dict:
@@ -185,6 +191,11 @@ def text(meta: dict, results: dict) -> str:
         lines.append(f"{name}: host stages (main-thread CPU s per iteration, calls)")
         for k, v in sorted(s["stages"].items(), key=lambda kv: -kv[1]["cpu_s"]):
             lines.append(f"  {k:<22} {v['cpu_s']:>8.4f}  {v['calls']:>5.1f}")
+    chosen = [f"  {name}: {r['trigger_choice']}" for name, r in results.items()
+              if r.get("trigger_choice")]  # fmt: skip
+    if chosen:
+        lines.append("\nengine.trigger auto at each chain's start (the chain's log):")
+        lines.extend(chosen)
     return "\n".join(lines) + "\n"
 
 

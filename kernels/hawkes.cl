@@ -333,3 +333,127 @@ __kernel void background_pairs(__global const real *t, const int n, __global con
     }
     out[g] = acc;
 }
+
+/*
+ * log x for a positive normal double, NaN kept, +inf to +inf (the rates are floored at 1e-40):
+ * x = m 2^k with m in [sqrt(1/2), sqrt(2)), log m = 2 atanh(s), s = (m - 1) / (m + 1) (m - 1
+ * exact), |s| <= 0.1716, by its series to s^21 (the next term is below 2^-55 of log m); log 2
+ * in two parts, k LOG_LN2_HI exact. Within a few ulp of numpy's log (tests/test_kernel_math.py).
+ */
+#define LOG_LN2_HI 6.93147180369123816490e-01 /* 0x3fe62e42fee00000 */
+#define LOG_LN2_LO 1.90821492927058770002e-10
+static double log_series(const double s)
+{
+    const double s2 = s * s;
+    double p = 1.0 / 21.0;
+    p = p * s2 + 1.0 / 19.0;
+    p = p * s2 + 1.0 / 17.0;
+    p = p * s2 + 1.0 / 15.0;
+    p = p * s2 + 1.0 / 13.0;
+    p = p * s2 + 1.0 / 11.0;
+    p = p * s2 + 1.0 / 9.0;
+    p = p * s2 + 1.0 / 7.0;
+    p = p * s2 + 1.0 / 5.0;
+    p = p * s2 + 1.0 / 3.0;
+    return 2.0 * s + 2.0 * s * (s2 * p);
+}
+
+static double log_f64(const double x)
+{
+    const long bits = as_long(x);
+    long k = (bits >> 52) - 1023;
+    double m = as_double((bits & 0x000fffffffffffffL) | 0x3ff0000000000000L); /* [1, 2) */
+    if (m > 1.4142135623730951) {
+        m *= 0.5;
+        k += 1;
+    }
+    const double kd = (double)k;
+    const double v = kd * LOG_LN2_HI + (kd * LOG_LN2_LO + log_series((m - 1.0) / (m + 1.0)));
+    return (x == x && x <= 1.7976931348623157e308) ? v : x;
+}
+
+/* log(1 + x) for x >= 0 (NaN kept, +inf to +inf): the series of 2 atanh(x / (2 + x)) below
+ * x = 1/4 (|s| <= 1/9, no cancellation for small x); above, log_f64(u), u = 1 + x rounded,
+ * less the rounding's share ((u - 1) - x) / u (u - 1 is exact). */
+static double log1p_f64(const double x)
+{
+    if (x < 0.25) {
+        return log_series(x / (2.0 + x));
+    }
+    const double u = 1.0 + x;
+    return x <= 1.7976931348623157e308 ? log_f64(u) - ((u - 1.0) - x) / u : log_f64(x);
+}
+
+/* log1p_f64, with its first terms alone below 2^-20 (x - x^2/2: the rest is below 2^-60 of
+ * it): the bounds' terms are mostly tiny, and this spares their divisions. */
+static double log1p_small(const double x)
+{
+    return x < 0x1p-20 ? x - 0.5 * x * x : log1p_f64(x);
+}
+
+/*
+ * The per-row sums of one evaluation (engine/row_sums.py), in float64, over this rank's rows
+ * n < rows: lane g of `lanes` takes rows g, g + lanes, ... (adjacent lanes read adjacent rows;
+ * no local memory, no barrier) and writes
+ *     out[g]             = sum log lambda_n,
+ *     out[lanes + g]     = sum log1p(xi0 omega_n / lambda_n)       (has_omega, else 0),
+ *     out[2 lanes + g]   = sum -log1p(-min(mu0 beta_n / lambda_n, 1))  (!exact, else 0),
+ * the host adding the lanes. With i = cell[n], b = frac[n], q = b (1 - b), the background on
+ * its time lattice and the bound (engine/binned.py, the same operations in the same order):
+ *     B_n    = max(((1 - b) conv[i] + b conv[i + 1] + extra[n] - tq[n] g1) norm, 0)
+ *     beta_n = max(q bv[i >> shift_r] + bu[i >> shift_r] - m0 tq[n], 0) bscale norm
+ * (exact: B_n = max(conv[i] norm, 0), beta_n = 0), and lambda_n = max(mu0 B_n + xi0 E_n,
+ * lam_floor) (NaN kept, as numpy's maximum keeps it).
+ */
+__kernel void row_sums(__global const int *cell, __global const double *frac,
+                       __global const double *extra, __global const double *tq,
+                       __global const double *conv, __global const double *bu,
+                       __global const double *bv, __global const double *e,
+                       __global const double *omega, const int rows, const int lanes,
+                       const int exact, const int has_omega, const int shift_r,
+                       const double norm, const double g1, const double m0,
+                       const double bscale, const double mu0, const double xi0,
+                       const double lam_floor, __global double *out)
+{
+    const int g = get_global_id(0);
+    if (g >= lanes) {
+        return;
+    }
+    double s_log = 0.0, s_trig = 0.0, s_back = 0.0;
+    for (int n = g; n < rows; n += lanes) {
+        const int i = cell[n];
+        double B, beta = 0.0;
+        if (exact) {
+            B = conv[i] * norm;
+        } else {
+            const double b = frac[n], a = 1.0 - b;
+            B = a * conv[i];
+            B += b * conv[i + 1];
+            B += extra[n];
+            B -= tq[n] * g1;
+            B *= norm;
+            const int blk = i >> shift_r;
+            beta = (b * a) * bv[blk];
+            beta += bu[blk];
+            beta -= m0 * tq[n];
+            beta = (beta > 0.0 ? beta : 0.0) * bscale;
+            beta *= norm;
+        }
+        B = B > 0.0 ? B : 0.0;
+        double lam = B * mu0;
+        lam += e[n] * xi0;
+        lam = lam < lam_floor ? lam_floor : lam;
+        s_log += log_f64(lam);
+        if (has_omega) {
+            s_trig += log1p_small((omega[n] * xi0) / lam);
+        }
+        if (!exact) {
+            double r = (beta * mu0) / lam;
+            r = r < 1.0 ? r : 1.0;
+            s_back += r < 0x1p-20 ? r + 0.5 * r * r : log1p_f64(r / (1.0 - r));
+        }
+    }
+    out[g] = s_log;
+    out[lanes + g] = s_trig;
+    out[2 * lanes + g] = s_back;
+}

@@ -119,15 +119,50 @@ def run(
     return out
 
 
+def row_sums_case(device: str, n: int) -> dict:
+    """The device row sums (engine/device_sums.py) on the check's events, their times spread
+    off the day lattice (the bound's terms taken), at three ``tau_t`` (fine and coarse
+    lattices), with 64 lanes of about n / 64 rows each: the largest relative difference from
+    numpy's sums (:func:`hawkes_cli.engine.row_sums.host_sums`)."""
+    from hawkes_cli.engine import device_sums
+    from hawkes_cli.engine.binned import BinnedBackground
+    from hawkes_cli.engine.row_sums import host_sums
+
+    t, x, y, _ = check_events(n)
+    rng = np.random.default_rng(40)
+    spread = t + rng.uniform(0.0, 0.999, t.size)
+    order = np.argsort(spread, kind="stable")
+    t = spread[order]
+    times = TimeStructure.from_times(t)
+    dev = Device.select(device)
+    events = DeviceEvents(dev, t, x[order], y[order], None, precision="float64", times=times)
+    lattice = BinnedBackground(t, area=CHECK_AREA, rows=(0, t.size), times=times)
+    device_sums.LANES = 64
+    sums = device_sums.DeviceRowSums(events, lattice)
+    E = rng.exponential(1.0, t.size)
+    trigger = np.vstack([E, 1e-3 * E])
+    worst = 0.0
+    for tau in (20.0, 3.0, 0.5):
+        B, beta = lattice.background(tau)
+        got = sums.sums(lattice.lattice_pass(tau), trigger, 0.7, 0.4, 1e-40)
+        work = (np.empty(t.size), np.empty(t.size))
+        want = host_sums(B, beta, trigger[0], trigger[1], 0.7, 0.4, 1e-40, work)[:3]
+        worst = max(worst, *(abs(a - b) / abs(b) for a, b in zip(got, want, strict=True)))
+    return {"device": dev.info.name, "lanes": sums.lanes, "worst": worst}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--device", required=True)
-    ap.add_argument("--engine", choices=("exact", "truncated"), required=True)
-    ap.add_argument("--model", type=int, choices=(1, 2), required=True)
-    ap.add_argument("--precision", choices=("float32", "float64"), required=True)
+    ap.add_argument("--engine", choices=("exact", "truncated", "rowsums"), required=True)
+    ap.add_argument("--model", type=int, choices=(1, 2), default=1)
+    ap.add_argument("--precision", choices=("float32", "float64"), default="float64")
     ap.add_argument("--n", type=int, default=600)
     ap.add_argument("--only-one", action="store_true", help="work-group size 1 only")
     a = ap.parse_args()
+    if a.engine == "rowsums":
+        print(json.dumps(row_sums_case(a.device, a.n)))
+        return
     print(json.dumps(run(a.device, a.engine, a.model, a.precision, a.n, only_one=a.only_one)))
 
 

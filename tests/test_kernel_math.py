@@ -154,6 +154,56 @@ def test_exp_f64_within_an_ulp_of_numpy():
     np.testing.assert_array_equal(outs[2], np.ldexp(1.0, np.arange(-1022, 1024)))
 
 
+_LOG_KERNEL = r"""
+__kernel void t_log(__global const double *x, __global double *o, __global double *o1)
+{
+    const int i = get_global_id(0);
+    o[i] = log_f64(x[i]);
+    o1[i] = log1p_f64(x[i]); /* every x >= 0 or NaN */
+}
+"""
+
+
+def test_log_f64_and_log1p_f64_within_ulps_of_numpy():
+    """The device sums' logs (``hawkes.cl``: log_f64 for the rates, floored at 1e-40, and
+    log1p_f64 for the bounds' terms, >= 0) against numpy's (glibc, < 1 ulp): at most 2 ulp
+    of the result apart (measured: 2 in 0.1% of inputs, else 0 or 1) over the whole normal
+    range (log-uniform), near 1 where cancellation would show, at the series' switch (1/4)
+    and at the reduction's (sqrt 2); NaN kept, +inf to +inf."""
+    import pyopencl as cl
+
+    rng = np.random.default_rng(40)
+    x = np.concatenate(
+        [
+            np.exp(rng.uniform(-708, 709, 1 << 16)),
+            1.0 + rng.uniform(-0.3, 0.3, 1 << 14),
+            np.exp(rng.uniform(-40, 3, 1 << 14)),
+            [1e-40, 1.0, 2.0, 0.5, np.sqrt(2.0), np.nextafter(np.sqrt(2.0), 3), np.inf, np.nan],
+            [0.25, np.nextafter(0.25, 0), 2.2250738585072014e-308, 1.7976931348623157e308],
+        ]
+    )
+    _, dev = kernels.select_device("cpu")
+    ctx = cl.Context([dev])
+    queue = cl.CommandQueue(ctx)
+    with kernels.compiler_output():
+        prog = cl.Program(ctx, kernels.program_source(False) + _LOG_KERNEL).build(
+            options=list(kernels.build_options("float64"))
+        )
+    mf = cl.mem_flags
+    bx = cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=x)
+    got, got1 = np.empty_like(x), np.empty_like(x)
+    bufs = [cl.Buffer(ctx, mf.WRITE_ONLY, x.nbytes) for _ in range(2)]
+    prog.t_log(queue, (x.size,), None, bx, *bufs)
+    cl.enqueue_copy(queue, got, bufs[0])
+    cl.enqueue_copy(queue, got1, bufs[1])
+    finite = np.isfinite(x)
+    for mine, ref in ((got, np.log(x)), (got1, np.log1p(x))):
+        scale = np.spacing(np.maximum(np.abs(ref[finite]), 1e-300))
+        assert (np.abs(mine[finite] - ref[finite]) / scale).max() <= 2.0
+        assert np.isnan(mine[np.isnan(x)]).all()
+        assert np.all(mine[x == np.inf] == np.inf)
+
+
 @pytest.mark.parametrize("truncated", [False, True], ids=["hawkes.cl", "truncated.cl"])
 def test_every_vector_access_indexes_a_buffer_from_its_start(truncated):
     """No pointer arithmetic cast to a vector pointer (misaligned unless the offset is a

@@ -2,12 +2,14 @@
 
 Modules, imports flowing one way (each uses only those above it):
 
-- :mod:`.base`: the tie structure, the pair-sum interfaces (:class:`PairBackend`,
-  :class:`BoundedPairBackend`) and :class:`Likelihood` (numpy);
+- :mod:`.row_sums`: an evaluation's per-row sums (numpy); :mod:`.base`: the tie structure, the
+  pair-sum interfaces (:class:`PairBackend`, :class:`BoundedPairBackend`) and
+  :class:`Likelihood` (numpy);
 - :mod:`.reference`: the float64 numpy backend; :mod:`.grid`: the truncated trigger's host-side
   grid index (numpy);
 - :mod:`.device`: the OpenCL device (chosen once per process and slot) and the events uploaded
   to it; :mod:`.launch`: the kernels' arguments as typed records, one per kernel signature;
+  :mod:`.device_sums`: the per-row sums on the device;
 - :mod:`.opencl`: the exact OpenCL backend; :mod:`.grid_upload`: the grid index on the device;
   :mod:`.calibration`: the truncated trigger's starting cut-off; :mod:`.rowcheck`: its check
   of its own device; :mod:`.choice`: ``engine.trigger: auto``, the exact or the truncated
@@ -56,6 +58,7 @@ from .times import TimeStructure
 
 if TYPE_CHECKING:
     from .binned import BinnedBackground
+    from .device_sums import DeviceRowSums
 
 log = logging.getLogger(__name__)
 
@@ -145,8 +148,20 @@ def build_likelihood(
     lattice = _lattice(data, ts, settings, area=area, rows=rows)
     return Likelihood(
         backend, data.time, window_end=window_end, comm=comm, times=ts, edge=masses,
-        edge_kind=edge, lattice=lattice,
+        edge_kind=edge, lattice=lattice, row_sums=_row_sums(backend, lattice, edge),
     )  # fmt: skip
+
+
+def _row_sums(backend: object, lattice: BinnedBackground | None, edge: str) -> DeviceRowSums | None:
+    """The per-row sums on the backend's OpenCL device (:mod:`.device_sums`) where the
+    background is on a time lattice and the edge correction is not ``renormalized``; else None
+    (numpy)."""
+    events = getattr(backend, "events", None)
+    if lattice is None or events is None or edge == EDGE_RENORMALIZED:
+        return None
+    from .device_sums import DeviceRowSums
+
+    return DeviceRowSums(events, lattice)
 
 
 def _edge_masses(

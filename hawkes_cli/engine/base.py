@@ -39,11 +39,13 @@ from ..parallel import Comm, SerialComm
 from ..vocab import EDGE_CENSORED, EDGE_RENORMALIZED
 from . import profile
 from .edge_mass import EdgeMass
+from .row_sums import host_sums
 from .time_moments import TimeMoments
 from .times import TimeStructure
 
 if TYPE_CHECKING:
-    from .binned import BinnedBackground
+    from .binned import BinnedBackground, LatticePass
+    from .device_sums import DeviceRowSums
 
 log = logging.getLogger(__name__)
 
@@ -196,7 +198,8 @@ class Evaluation:
     loglik : float
         The log-likelihood over all rows and ranks (float64).
     B, E : (rows,) float64
-        This rank's per-event parts; ``lambda_n = mu0 * B_n + xi0 * E_n``.
+        This rank's per-event parts; ``lambda_n = mu0 * B_n + xi0 * E_n``. ``B`` is None where
+        the sums ran on the device (:attr:`Likelihood.row_sums`: no ``B`` was built).
     error_bound : float
         Rigorous bound on ``|loglik - exact loglik|`` due to omitted trigger terms (all ranks;
         0 for exact backends); working-precision rounding is not included.
@@ -214,7 +217,7 @@ class Evaluation:
     """
 
     loglik: float
-    B: np.ndarray
+    B: np.ndarray | None
     E: np.ndarray
     error_bound: float = 0.0
     edge_error: float = 0.0
@@ -251,6 +254,9 @@ class Likelihood:
         The background on a time lattice (:class:`~hawkes_cli.engine.binned.
         BinnedBackground` of this rank's rows) instead of the backend's exact one; its error
         bound is reported in :attr:`Evaluation.background_bound`.
+    row_sums
+        With ``lattice``: the per-row sums on the backend's device (:mod:`.device_sums`; not
+        used by ``renormalized``, whose edge error needs every ``lambda_n`` on the host).
 
     A backend that subclasses :class:`BoundedPairBackend` has its tolerance checked by
     :meth:`evaluate` and its cut-off kept by :meth:`truncation_state`.
@@ -283,6 +289,7 @@ class Likelihood:
         edge: EdgeMass | None = None,
         edge_kind: str = EDGE_CENSORED,
         lattice: BinnedBackground | None = None,
+        row_sums: DeviceRowSums | None = None,
     ) -> None:
         self.backend = backend
         self.edge = edge
@@ -292,6 +299,7 @@ class Likelihood:
         self._relative_edge_error: tuple[float, np.ndarray] | None = None
         self._amplitude_at: float | None = None  # the sigma_x of the backend's amplitudes
         self.lattice = lattice
+        self.row_sums = None if self.renormalized else row_sums
         self.comm = comm or SerialComm()
         t = np.asarray(time, dtype=np.float64)
         self.window_end = float(t[-1]) if window_end is None else float(window_end)
@@ -308,6 +316,7 @@ class Likelihood:
         self._tmoments = TimeMoments.of(self._tu, self._tcount)
         self._work: np.ndarray | None = None  # _local's two buffers
         self._b_cache: OrderedDict[float, np.ndarray] = OrderedDict()
+        self._p_cache: OrderedDict[float, LatticePass] = OrderedDict()  # with row_sums
         self._e_cache: OrderedDict[tuple[float, float], np.ndarray] = OrderedDict()
         self._pinned: tuple[float, tuple[float, float]] | None = None
         self._pinned_params: Params | None = None
@@ -357,7 +366,8 @@ class Likelihood:
             cache.move_to_end(key)
             return hit
         value = compute()
-        value.setflags(write=False)
+        if isinstance(value, np.ndarray):
+            value.setflags(write=False)
         cache[key] = value
         pinned = () if self._pinned is None else self._pinned
         while len(cache) > size:
@@ -395,9 +405,23 @@ class Likelihood:
         value = self._cached(self._b_cache, tau_t, run, max(self.background_cache_size, 2))
         return (value[0], value[1]) if lattice is not None else (value, None)
 
+    def _lattice_pass(self, tau_t: float) -> LatticePass:
+        """The time lattice's sums at ``tau_t`` (with :attr:`row_sums`; cached like B)."""
+
+        def run() -> LatticePass:
+            self.background_passes += 1
+            with profile.stage("background"):
+                return self.lattice.lattice_pass(tau_t)
+
+        return self._cached(self._p_cache, tau_t, run, max(self.background_cache_size, 2))
+
     def _trigger(self, sigma_x: float, sigma_t: float) -> tuple[np.ndarray, np.ndarray | None]:
         """(E, omega) for the rows; omega (the bound on omitted terms) is None when exact."""
+        value = self._trigger_pass(sigma_x, sigma_t)
+        return (value[0], value[1]) if value.ndim == 2 else (value, None)
 
+    def _trigger_pass(self, sigma_x: float, sigma_t: float) -> np.ndarray:
+        """The cached trigger pass: E, shape (rows,), or E and omega stacked, (2, rows)."""
         bounded = self._bounded
 
         def run() -> np.ndarray:
@@ -408,10 +432,7 @@ class Likelihood:
                 return np.vstack([np.asarray(e, np.float64), np.asarray(omega, np.float64)])
             return np.asarray(self.backend.trigger(sigma_x, sigma_t), dtype=np.float64)
 
-        value = self._cached(
-            self._e_cache, (sigma_x, sigma_t), run, max(self.trigger_cache_size, 2)
-        )
-        return (value[0], value[1]) if bounded is not None else (value, None)
+        return self._cached(self._e_cache, (sigma_x, sigma_t), run, max(self.trigger_cache_size, 2))
 
     def set_locations(self, x: np.ndarray, y: np.ndarray) -> None:
         """New locations for all events; the trigger cache is dropped (and the remembered
@@ -459,6 +480,7 @@ class Likelihood:
     def clear_cache(self) -> None:
         """Forget cached B and E, so the next evaluation runs both pair passes."""
         self._b_cache.clear()
+        self._p_cache.clear()
         self._e_cache.clear()
 
     def _local(self, p: Params) -> tuple[float, np.ndarray, np.ndarray, float, float, float]:
@@ -467,37 +489,26 @@ class Likelihood:
             log.warning("%s", why)
             rows = np.full(self.backend.row_stop - self.backend.row_start, np.nan)
             return -math.inf, rows, rows, 0.0, 0.0, 0.0
-        B, beta = self._background_parts(p.tau_t)
-        E, omega = self._trigger(p.sigma_x, p.sigma_t)
-        # the same operations as np.maximum(mu0 B + xi0 E, floor) etc., in two kept buffers:
-        # a fresh million-row array per step costs more in page faults than its arithmetic
-        lam, work = self._scratch(B.size)
-        np.multiply(B, p.mu0, out=lam)
-        lam += np.multiply(E, p.xi0, out=work)
-        np.maximum(lam, LAMBDA_FLOOR, out=lam)
-        log_sum = float(np.sum(np.log(lam, out=work)))
+        if self.row_sums is not None:  # on the device: no B, nothing N-sized crosses
+            trigger = self._trigger_pass(p.sigma_x, p.sigma_t)
+            B, E = None, trigger[0] if trigger.ndim == 2 else trigger
+            log_sum, bound, background_bound = self.row_sums.sums(
+                self._lattice_pass(p.tau_t), trigger, p.mu0, p.xi0, LAMBDA_FLOOR
+            )
+        else:
+            B, beta = self._background_parts(p.tau_t)
+            E, omega = self._trigger(p.sigma_x, p.sigma_t)
+            log_sum, bound, background_bound, lam = host_sums(
+                B, beta, E, omega, p.mu0, p.xi0, LAMBDA_FLOOR, self._scratch(B.size)
+            )
         comp = p.mu0 * self._background_total(p.tau_t)
         trig, edge_error = self._trigger_total(p.sigma_x, p.sigma_t)
         comp += p.xi0 * trig
         edge_error *= p.xi0
         if self.renormalized:
             edge_error = float(np.dot(p.xi0 * E / lam, self._relative_error(p.sigma_x)))
-        # |log max(lam, f) - log max(lam~, f)| <= log1p(xi0 omega / max(lam~, f)), lam >= lam~
-        bound = 0.0
-        if omega is not None:
-            np.multiply(omega, p.xi0, out=work)
-            work /= lam
-            bound = float(np.sum(np.log1p(work, out=work)))
         if self._bounded is not None and self._bounded.check_failure:
             bound = math.nan  # every rank learns of it from the reduced bound
-        # lam - lam~ = mu0 (B - B~), |B - B~| <= beta: |log lam - log lam~| <= -log1p(-r)
-        background_bound = 0.0
-        if beta is not None:
-            r = np.multiply(beta, p.mu0, out=work)
-            r /= lam
-            np.minimum(r, 1.0, out=r)
-            if np.any(r > 0):
-                background_bound = float(np.sum(-np.log1p(np.negative(r, out=r), out=r)))
         return log_sum - comp, B, E, bound, edge_error, background_bound
 
     def _scratch(self, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -678,9 +689,10 @@ class Likelihood:
             Background and trigger parts (new arrays; the caches keep theirs).
         """
         ev = self.evaluate(p)
+        B = self._background(p.tau_t) if ev.B is None else ev.B
         if self.comm.size == 1:
-            return np.array(ev.B, dtype=np.float64), np.array(ev.E, dtype=np.float64)
-        parts = self.comm.allgather((np.asarray(ev.B), np.asarray(ev.E)))
+            return np.array(B, dtype=np.float64), np.array(ev.E, dtype=np.float64)
+        parts = self.comm.allgather((np.asarray(B), np.asarray(ev.E)))
         return (
             np.concatenate([b for b, _ in parts]).astype(np.float64),
             np.concatenate([e for _, e in parts]).astype(np.float64),

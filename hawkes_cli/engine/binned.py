@@ -238,6 +238,41 @@ class _Level:
         return math.ldexp(1.0, self.exponent)
 
 
+@dataclass(frozen=True, eq=False)
+class LatticePass:
+    """One ``tau_t``'s lattice sums (:meth:`BinnedBackground.lattice_pass`): with a level's row
+    arrays (:meth:`BinnedBackground.level`) they give every row's ``B~`` and ``beta``.
+
+    Attributes
+    ----------
+    exponent : int
+        The lattice's spacing ``h = 2^exponent`` days (which level's rows).
+    exact : bool
+        Every event on the lattice: ``B~_n = max(norm conv_i, 0)``, ``beta_n = 0``.
+    norm : float
+        ``rho / (sqrt(2 pi) tau_t)``.
+    conv : (points,) float64
+        ``G'`` of the module (the lattice counts convolved with ``e`` off lag 0).
+    g1 : float
+        ``e(h)``.
+    shift, u, v, m0, scale
+        The bound (not when ``exact``): blocks of ``2^shift`` cells, its block sums ``u`` and
+        ``v`` ((blocks,) float64), ``M^R_0`` and ``h^2 / 2`` inflated by
+        :data:`ROUNDING_SLACK`: ``beta_n = max(q v_I + u_I - M^R_0 tq_n, 0) scale norm``.
+    """
+
+    exponent: int
+    exact: bool
+    norm: float
+    conv: np.ndarray
+    g1: float
+    shift: int = 0
+    u: np.ndarray = field(default_factory=lambda: np.zeros(1))
+    v: np.ndarray = field(default_factory=lambda: np.zeros(1))
+    m0: float = 0.0
+    scale: float = 0.0
+
+
 class BinnedBackground:
     """Background ``B`` of rows ``[row_start, row_stop)`` on a time lattice, with its bound.
 
@@ -460,12 +495,42 @@ class BinnedBackground:
             ``beta_n >= |B~_n - B_n|`` (same units; identically 0 when :attr:`exact`);
             float64 rounding excluded.
         """
+        nrows = self.row_stop - self.row_start
+        lp = self.lattice_pass(tau_t)
+        if nrows == 0:
+            return np.zeros(0), np.zeros(0)
+        lv = self.level(lp.exponent)
+        i = lv.cell
+        if self._exact:
+            B = lp.norm * lp.conv[i]
+            np.maximum(B, 0.0, out=B)
+            return B, np.zeros(nrows)
+        B = lv.one_minus_b * lp.conv[i]
+        B += lv.b * lp.conv[i + 1]
+        B += lv.extra
+        B -= lv.tq * lp.g1
+        B *= lp.norm
+        np.maximum(B, 0.0, out=B)
+        block = i >> lp.shift if lp.shift else i
+        beta = lv.q * lp.v[block]
+        beta += lp.u[block]
+        beta -= lp.m0 * lv.tq
+        np.maximum(beta, 0.0, out=beta)
+        beta *= lp.scale
+        return B, beta * lp.norm
+
+    def level(self, exponent: int) -> _Level:
+        """The rows' arrays on the lattice of spacing ``2^exponent`` (:attr:`LatticePass.
+        exponent`), built on first use (the last :data:`LEVELS_KEPT` kept)."""
+        return self._level(exponent)
+
+    def lattice_pass(self, tau_t: float) -> LatticePass:
+        """What :meth:`background` gathers into the rows for ``tau_t`` (days, > 0): the lattice
+        sums of ``B~`` and of its bound (FFTs of the lattice, no O(rows) work once the level
+        is built). :mod:`.row_sums` gathers the same on a device."""
         tau = float(tau_t)
         if not (math.isfinite(tau) and tau > 0):
             raise ValueError(f"tau_t must be finite and > 0, got {tau_t!r}")
-        nrows = self.row_stop - self.row_start
-        if nrows == 0:
-            return np.zeros(0), np.zeros(0)
         lv = self._level(self._exponent_for(tau))
         L, h = lv.points, lv.spacing
         norm = self.rho / (math.sqrt(2.0 * math.pi) * tau)
@@ -475,24 +540,19 @@ class BinnedBackground:
         g = np.exp(-0.5 * (np.arange(reach + 1, dtype=np.float64) * h / tau) ** 2)
         g[0] = 0.0  # the own lattice point: ties (and on a lattice, the only ones)
         conv = self._convolve(("C", lv.exponent, 0), lv.lattice["C"], g)
-        i = lv.cell
+        g1 = float(g[1]) if g.size > 1 else 0.0
         if self._exact:
-            B = norm * conv[i]
-            np.maximum(B, 0.0, out=B)
-            return B, np.zeros(nrows)
-        B = lv.one_minus_b * conv[i]
-        B += lv.b * conv[i + 1]
-        B += lv.extra
-        B -= lv.tq * g[1]
-        B *= norm
-        np.maximum(B, 0.0, out=B)
-        return B, self._bound(tau, lv) * norm
+            return LatticePass(lv.exponent, True, norm, conv, g1)
+        r, u, v, m0 = self._bound_sums(tau, lv)
+        scale = 0.5 * h * h * (1.0 + ROUNDING_SLACK)
+        return LatticePass(lv.exponent, False, norm, conv, g1, r, u, v, m0, scale)
 
-    def _bound(self, tau: float, lv: _Level) -> np.ndarray:
-        """``beta_n / (rho / (sqrt(2 pi) tau_t))`` of the rows, on blocks of ``R = 2^r`` cells:
-        a block pair at block lag D holds cell lags within ``R - 1`` of ``R D``, so ``M^R_D =
-        max_{|u - R D| <= R} |e''(u h)| >= M_k`` for each of them; the ties (in the row's own
-        block) are taken out of the lag-0 term."""
+    def _bound_sums(self, tau: float, lv: _Level) -> tuple[int, np.ndarray, np.ndarray, float]:
+        """``(r, u, v, M^R_0)`` of the bound on blocks of ``R = 2^r`` cells (the module's
+        ``beta_n`` is ``h^2 / 2 * (u_I + q v_I - M^R_0 tq_n)`` per ``rho / (sqrt(2 pi)
+        tau_t)``, floored at 0): a block pair at block lag D holds cell lags within ``R - 1``
+        of ``R D``, so ``M^R_D = max_{|u - R D| <= R} |e''(u h)| >= M_k`` for each of them;
+        the ties (in the row's own block) are taken out of the lag-0 term."""
         h = lv.spacing
         r = max(0, math.floor(math.log2(tau / (BLOCK_RATIO * h))))
         r = min(r, max(lv.points - 1, 1).bit_length())
@@ -517,10 +577,4 @@ class BinnedBackground:
         v = np.maximum(self._convolve(("N", lv.exponent, r), n_r, m), 0.0)
         u += m0 * p_r
         v += m0 * n_r
-        block = lv.cell >> r if r else lv.cell
-        beta = lv.q * v[block]
-        beta += u[block]
-        beta -= m0 * lv.tq
-        np.maximum(beta, 0.0, out=beta)
-        beta *= 0.5 * h * h * (1.0 + ROUNDING_SLACK)
-        return beta
+        return r, u, v, m0

@@ -119,6 +119,34 @@ class BackgroundPairsArgs(KernelArgs):
     out: Buffer
 
 
+@dataclass(frozen=True)
+class RowSumsArgs(KernelArgs):
+    """``row_sums``: an evaluation's per-row sums, the background from its time lattice."""
+
+    cell: Buffer
+    frac: Buffer
+    extra: Buffer
+    tq: Buffer
+    conv: Buffer
+    bu: Buffer
+    bv: Buffer
+    e: Buffer
+    omega: Buffer
+    rows: int
+    lanes: int
+    exact: int
+    has_omega: int
+    shift_r: int
+    norm: float
+    g1: float
+    m0: float
+    bscale: float
+    mu0: float
+    xi0: float
+    lam_floor: float
+    out: Buffer
+
+
 # --------------------------------------------------------------------------- truncated.cl
 @dataclass(frozen=True)
 class PrefixArgs(KernelArgs):
@@ -231,6 +259,7 @@ KERNEL_ARGS: dict[str, type[KernelArgs]] = {
     "trigger_scaled_sample2": TriggerArgs,
     "background": BackgroundArgs,
     "background_pairs": BackgroundPairsArgs,
+    "row_sums": RowSumsArgs,
     "cell_prefix": PrefixArgs,
     "cell_prefix16": Prefix16Args,
     "cell_moments": MomentsArgs,
