@@ -36,18 +36,15 @@ def _both(lik, params: list[Params]) -> list[tuple[tuple[float, ...], tuple[floa
     one cut-off (a truncated trigger's, settled by a first evaluation and then kept)."""
     lik.evaluate(params[0])
     lik.adapt_cutoff = False
-    lik.clear_cache()
-    device = []
-    for p in params:
-        ev = lik.evaluate(p)
-        device.append((ev.loglik, ev.error_bound, ev.background_bound))
+
+    def sums() -> list[tuple[float, float, float]]:
+        lik.clear_cache()
+        evs = [lik.evaluate(p) for p in params]
+        return [(ev.loglik, ev.error_bound, ev.background_bound) for ev in evs]
+
+    device = sums()
     lik.row_sums = None
-    lik.clear_cache()
-    host = []
-    for p in params:
-        ev = lik.evaluate(p)
-        host.append((ev.loglik, ev.error_bound, ev.background_bound))
-    return list(zip(device, host, strict=True))
+    return list(zip(device, sums(), strict=True))
 
 
 TAUS = (20.0, 3.0, 0.3, 400.0)  # fine and coarse lattices, the bound small and large

@@ -79,6 +79,30 @@ def test_no_wide_vector_crosses_into_the_device_library(precision):
         assert not crossing, "\n".join(crossing[:3])
 
 
+def _run_f64(
+    source: str, name: str, x: np.ndarray, sizes: list[int], *, truncated: bool = False
+) -> list[np.ndarray]:
+    """Kernel ``name`` of ``source`` (appended to the float64 program) on the CPU device, one
+    work-item per element of ``x``: its outputs, float64 arrays of ``sizes``."""
+    import pyopencl as cl
+
+    _, dev = kernels.select_device("cpu")
+    ctx = cl.Context([dev])
+    queue = cl.CommandQueue(ctx)
+    with kernels.compiler_output():
+        prog = cl.Program(ctx, kernels.program_source(truncated) + source).build(
+            options=list(kernels.build_options("float64"))
+        )
+    mf = cl.mem_flags
+    bx = cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=x)
+    outs = [np.empty(n) for n in sizes]
+    bufs = [cl.Buffer(ctx, mf.WRITE_ONLY, a.nbytes) for a in outs]
+    getattr(prog, name)(queue, (x.size,), None, bx, *bufs)
+    for a, b in zip(outs, bufs, strict=True):
+        cl.enqueue_copy(queue, a, b)
+    return outs
+
+
 _EXP_KERNEL = r"""
 __kernel void t_exp(__global const double *x, __global double *o, __global double *o16,
                     __global double *p2)
@@ -103,7 +127,6 @@ def test_exp_f64_within_an_ulp_of_numpy():
     ``double16`` pointer, as the kernels do: PyPI's PoCL 3.0 on an AVX-512 CPU returns
     garbage from ``vload16``/``vstore16`` (library calls passing wide vectors), not from
     ``exp_f64x16``."""
-    import pyopencl as cl
 
     rng = np.random.default_rng(25)
     edges = np.array(
@@ -128,20 +151,7 @@ def test_exp_f64_within_an_ulp_of_numpy():
     )
     x = np.concatenate([rng.uniform(-760, 760, 1 << 17), rng.uniform(-1, 1, 1 << 15), edges])
     x = np.ascontiguousarray(x[: x.size // 16 * 16])
-    _, dev = kernels.select_device("cpu")
-    ctx = cl.Context([dev])
-    queue = cl.CommandQueue(ctx)
-    with kernels.compiler_output():
-        prog = cl.Program(ctx, kernels.program_source(True) + _EXP_KERNEL).build(
-            options=list(kernels.build_options("float64"))
-        )
-    mf = cl.mem_flags
-    bx = cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=x)
-    outs = [np.empty_like(x), np.empty_like(x), np.empty(2046)]
-    bufs = [cl.Buffer(ctx, mf.WRITE_ONLY, a.nbytes) for a in outs]
-    prog.t_exp(queue, (x.size,), None, bx, *bufs)
-    for a, b in zip(outs, bufs, strict=True):
-        cl.enqueue_copy(queue, a, b)
+    outs = _run_f64(_EXP_KERNEL, "t_exp", x, [x.size, x.size, 2046], truncated=True)
     with np.errstate(all="ignore"):
         ref = np.exp(x)
     inside = (x >= -708) & (x <= 709)
@@ -170,7 +180,6 @@ def test_log_f64_and_log1p_f64_within_ulps_of_numpy():
     of the result apart (measured: 2 in 0.1% of inputs, else 0 or 1) over the whole normal
     range (log-uniform), near 1 where cancellation would show, at the series' switch (1/4)
     and at the reduction's (sqrt 2); NaN kept, +inf to +inf."""
-    import pyopencl as cl
 
     rng = np.random.default_rng(40)
     x = np.concatenate(
@@ -182,20 +191,7 @@ def test_log_f64_and_log1p_f64_within_ulps_of_numpy():
             [0.25, np.nextafter(0.25, 0), 2.2250738585072014e-308, 1.7976931348623157e308],
         ]
     )
-    _, dev = kernels.select_device("cpu")
-    ctx = cl.Context([dev])
-    queue = cl.CommandQueue(ctx)
-    with kernels.compiler_output():
-        prog = cl.Program(ctx, kernels.program_source(False) + _LOG_KERNEL).build(
-            options=list(kernels.build_options("float64"))
-        )
-    mf = cl.mem_flags
-    bx = cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=x)
-    got, got1 = np.empty_like(x), np.empty_like(x)
-    bufs = [cl.Buffer(ctx, mf.WRITE_ONLY, x.nbytes) for _ in range(2)]
-    prog.t_log(queue, (x.size,), None, bx, *bufs)
-    cl.enqueue_copy(queue, got, bufs[0])
-    cl.enqueue_copy(queue, got1, bufs[1])
+    got, got1 = _run_f64(_LOG_KERNEL, "t_log", x, [x.size, x.size])
     finite = np.isfinite(x)
     for mine, ref in ((got, np.log(x)), (got1, np.log1p(x))):
         scale = np.spacing(np.maximum(np.abs(ref[finite]), 1e-300))
