@@ -398,6 +398,8 @@ static double log1p_small(const double x)
  *     out[g]             = sum log lambda_n,
  *     out[lanes + g]     = sum log1p(xi0 omega_n / lambda_n)       (has_omega, else 0),
  *     out[2 lanes + g]   = sum -log1p(-min(mu0 beta_n / lambda_n, 1))  (!exact, else 0),
+ *     out[3 lanes + g]   = sum (xi0 E_n / lambda_n) rel_n          (has_rel, else 0:
+ *                          renormalized's edge error, rel_n = e_n / M_n),
  * the host adding the lanes. With i = cell[n], b = frac[n], q = b (1 - b), the background on
  * its time lattice and the bound (engine/binned.py, the same operations in the same order):
  *     B_n    = max(((1 - b) conv[i] + b conv[i + 1] + extra[n] - tq[n] g1) norm, 0)
@@ -409,8 +411,9 @@ __kernel void row_sums(__global const int *cell, __global const double *frac,
                        __global const double *extra, __global const double *tq,
                        __global const double *conv, __global const double *bu,
                        __global const double *bv, __global const double *e,
-                       __global const double *omega, const int rows, const int lanes,
-                       const int exact, const int has_omega, const int shift_r,
+                       __global const double *omega, __global const double *rel,
+                       const int rows, const int lanes, const int exact, const int has_omega,
+                       const int has_rel, const int shift_r,
                        const double norm, const double g1, const double m0,
                        const double bscale, const double mu0, const double xi0,
                        const double lam_floor, __global double *out)
@@ -419,7 +422,7 @@ __kernel void row_sums(__global const int *cell, __global const double *frac,
     if (g >= lanes) {
         return;
     }
-    double s_log = 0.0, s_trig = 0.0, s_back = 0.0;
+    double s_log = 0.0, s_trig = 0.0, s_back = 0.0, s_edge = 0.0;
     for (int n = g; n < rows; n += lanes) {
         const int i = cell[n];
         double B, beta = 0.0;
@@ -444,6 +447,9 @@ __kernel void row_sums(__global const int *cell, __global const double *frac,
         lam += e[n] * xi0;
         lam = lam < lam_floor ? lam_floor : lam;
         s_log += log_f64(lam);
+        if (has_rel) {
+            s_edge += ((e[n] * xi0) / lam) * rel[n];
+        }
         if (has_omega) {
             s_trig += log1p_small((omega[n] * xi0) / lam);
         }
@@ -456,4 +462,5 @@ __kernel void row_sums(__global const int *cell, __global const double *frac,
     out[g] = s_log;
     out[lanes + g] = s_trig;
     out[2 * lanes + g] = s_back;
+    out[3 * lanes + g] = s_edge;
 }

@@ -127,15 +127,25 @@ def test_device_sums_upload_a_trigger_pass_once():
     assert sum(np.shares_memory(a, E2) for a in uploaded) == 1
 
 
-def test_renormalized_keeps_the_host_sums():
-    """``renormalized`` needs every ``lambda_n`` on the host (its edge error): no device sums."""
+def test_renormalized_edge_error_on_the_device():
+    """``renormalized``: its edge error, ``sum_n (xi0 E_n / lambda_n) e_n / M_n``, is the
+    fourth device sum; log-likelihood and edge error equal the host's."""
     from hawkes_cli.engine.region import RectangleRegion
 
-    data = _data(500, integer_days=False)
-    box = (data.x.min() - 1, data.x.max() + 1, data.y.min() - 1, data.y.max() + 1)
+    data = _data(1500, integer_days=False)
+    box = (data.x.min() + 5, data.x.max() - 5, data.y.min() + 3, data.y.max() - 3)
     region = RectangleRegion(tuple(float(v) for v in box))
     lik = make_likelihood(
         data, model=1, area=region.area, engine="opencl", precision="float64",
         background="lattice", region=region, edge="renormalized",
     )  # fmt: skip
-    assert lik.lattice is not None and lik.row_sums is None
+    assert lik.row_sums is not None
+    params = [PARAMS, Params(**{**PARAMS.__dict__, "sigma_x": 0.3, "tau_t": 3.0})]
+    device = [lik.evaluate(p) for p in params]
+    lik.row_sums = None
+    lik.clear_cache()
+    for dev, p in zip(device, params, strict=True):
+        host = lik.evaluate(p)
+        assert host.edge_error > 0
+        assert dev.edge_error == pytest.approx(host.edge_error, rel=1e-9)
+        assert dev.loglik == pytest.approx(host.loglik, rel=0, abs=1e-9)

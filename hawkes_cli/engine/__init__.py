@@ -148,16 +148,15 @@ def build_likelihood(
     lattice = _lattice(data, ts, settings, area=area, rows=rows)
     return Likelihood(
         backend, data.time, window_end=window_end, comm=comm, times=ts, edge=masses,
-        edge_kind=edge, lattice=lattice, row_sums=_row_sums(backend, lattice, edge),
+        edge_kind=edge, lattice=lattice, row_sums=_row_sums(backend, lattice),
     )  # fmt: skip
 
 
-def _row_sums(backend: object, lattice: BinnedBackground | None, edge: str) -> DeviceRowSums | None:
+def _row_sums(backend: object, lattice: BinnedBackground | None) -> DeviceRowSums | None:
     """The per-row sums on the backend's OpenCL device (:mod:`.device_sums`) where the
-    background is on a time lattice and the edge correction is not ``renormalized``; else None
-    (numpy)."""
+    background is on a time lattice; else None (numpy)."""
     events = getattr(backend, "events", None)
-    if lattice is None or events is None or edge == EDGE_RENORMALIZED:
+    if lattice is None or events is None:
         return None
     from .device_sums import DeviceRowSums
 

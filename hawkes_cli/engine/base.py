@@ -255,8 +255,7 @@ class Likelihood:
         BinnedBackground` of this rank's rows) instead of the backend's exact one; its error
         bound is reported in :attr:`Evaluation.background_bound`.
     row_sums
-        With ``lattice``: the per-row sums on the backend's device (:mod:`.device_sums`; not
-        used by ``renormalized``, whose edge error needs every ``lambda_n`` on the host).
+        With ``lattice``: the per-row sums on the backend's device (:mod:`.device_sums`).
 
     A backend that subclasses :class:`BoundedPairBackend` has its tolerance checked by
     :meth:`evaluate` and its cut-off kept by :meth:`truncation_state`.
@@ -299,7 +298,7 @@ class Likelihood:
         self._relative_edge_error: tuple[float, np.ndarray] | None = None
         self._amplitude_at: float | None = None  # the sigma_x of the backend's amplitudes
         self.lattice = lattice
-        self.row_sums = None if self.renormalized else row_sums
+        self.row_sums = row_sums
         self.comm = comm or SerialComm()
         t = np.asarray(time, dtype=np.float64)
         self.window_end = float(t[-1]) if window_end is None else float(window_end)
@@ -492,8 +491,9 @@ class Likelihood:
         if self.row_sums is not None:  # on the device: no B, nothing N-sized crosses
             trigger = self._trigger_pass(p.sigma_x, p.sigma_t)
             B, E = None, trigger[0] if trigger.ndim == 2 else trigger
-            log_sum, bound, background_bound = self.row_sums.sums(
-                self._lattice_pass(p.tau_t), trigger, p.mu0, p.xi0, LAMBDA_FLOOR
+            rel = self._relative_error(p.sigma_x) if self.renormalized else None
+            log_sum, bound, background_bound, edge_sum = self.row_sums.sums(
+                self._lattice_pass(p.tau_t), trigger, p.mu0, p.xi0, LAMBDA_FLOOR, rel
             )
         else:
             B, beta = self._background_parts(p.tau_t)
@@ -501,12 +501,12 @@ class Likelihood:
             log_sum, bound, background_bound, lam = host_sums(
                 B, beta, E, omega, p.mu0, p.xi0, LAMBDA_FLOOR, self._scratch(B.size)
             )
+            if self.renormalized:  # each row's sources taken to err as it does, relatively
+                edge_sum = float(np.dot(p.xi0 * E / lam, self._relative_error(p.sigma_x)))
         comp = p.mu0 * self._background_total(p.tau_t)
         trig, edge_error = self._trigger_total(p.sigma_x, p.sigma_t)
         comp += p.xi0 * trig
-        edge_error *= p.xi0
-        if self.renormalized:
-            edge_error = float(np.dot(p.xi0 * E / lam, self._relative_error(p.sigma_x)))
+        edge_error = edge_sum if self.renormalized else edge_error * p.xi0
         if self._bounded is not None and self._bounded.check_failure:
             bound = math.nan  # every rank learns of it from the reduced bound
         return log_sum - comp, B, E, bound, edge_error, background_bound

@@ -4,8 +4,11 @@
 from the background's time lattice (:mod:`.binned`): a move of ``mu0``, ``tau_t`` or ``xi0``
 then sends a few lattice arrays up and reads back a few thousand partial sums, instead of
 building ``B`` and summing a million rows on the host; ``E`` and ``omega`` go up once per
-trigger pass. Its log is the kernels' own (``log_f64``, within a few ulp of numpy's): the sums
-agree with :func:`~hawkes_cli.engine.row_sums.host_sums` to float64 rounding, and are the same
+trigger pass. With ``model.edge: renormalized`` a fourth sum is its edge error, ``sum_n (xi0
+E_n / lambda_n) e_n / M_n`` (``e_n / M_n`` up once per ``sigma_x``). Its log is the kernels'
+own (``log_f64``, within 2 ulp of numpy's): the sums agree with
+:func:`~hawkes_cli.engine.row_sums.host_sums` (and numpy's edge error) to float64 rounding,
+and are the same
 on every call with the same inputs on the same device (a fixed number of lanes, each summed in
 row order, the lanes added by numpy).
 """
@@ -27,6 +30,8 @@ LANES = 16384
 #: Trigger results (E, omega) and lattice passes kept on the device: the chain's current state
 #: and a proposal's.
 KEPT = 2
+#: Sums per lane: log lambda, the trigger's bound, the lattice's bound, the edge error's.
+SUMS = 4
 
 
 class DeviceRowSums:
@@ -53,12 +58,13 @@ class DeviceRowSums:
         self._kernel = kernel(events.program(), "row_sums")
         self.rows = lattice.row_stop - lattice.row_start
         self.lanes = max(1, min(LANES, self.rows))
-        self._out = events.output(3 * self.lanes * 8)
-        self._partial = np.empty(3 * self.lanes)
+        self._out = events.output(SUMS * self.lanes * 8)
+        self._partial = np.empty(SUMS * self.lanes)
         self._empty = events.upload(np.zeros(1))
         self._levels: OrderedDict[int, tuple[Any, ...]] = OrderedDict()
         self._passes: OrderedDict[int, tuple[LatticePass, Any, Any, Any]] = OrderedDict()
         self._triggers: OrderedDict[int, tuple[np.ndarray, Any, Any]] = OrderedDict()
+        self._rel: tuple[np.ndarray, Any] | None = None
 
     def sums(
         self,
@@ -67,9 +73,11 @@ class DeviceRowSums:
         mu0: float,
         xi0: float,
         floor: float,
-    ) -> tuple[float, float, float]:
-        """``(log_sum, trigger_bound, background_bound)`` of the rows, as
-        :func:`~hawkes_cli.engine.row_sums.host_sums` computes them.
+        rel: np.ndarray | None = None,
+    ) -> tuple[float, float, float, float]:
+        """``(log_sum, trigger_bound, background_bound, edge_sum)`` of the rows: the first three
+        as :func:`~hawkes_cli.engine.row_sums.host_sums` computes them, ``edge_sum = sum_n (xi0
+        E_n / lambda_n) rel_n`` (0 without ``rel``).
 
         Parameters
         ----------
@@ -82,19 +90,25 @@ class DeviceRowSums:
             identity; the last :data:`KEPT` stay on the device).
         mu0, xi0, floor
             Background and trigger amplitudes; the floor of ``lambda``.
+        rel : (rows,) float64, optional
+            ``renormalized``: each row's relative mass error ``e_n / M_n`` at this
+            ``sigma_x`` (uploaded when a new array comes).
         """
         cell, frac, extra, tq = self._level(lp.exponent)
         conv, bu, bv = self._pass(lp)
         e, om = self._trigger(trigger)
+        if rel is not None and (self._rel is None or self._rel[0] is not rel):
+            self._rel = (rel, self._events.upload(np.ascontiguousarray(rel)))
+        buf_rel = self._empty if rel is None else self._rel[1]
         args = RowSumsArgs(
-            cell, frac, extra, tq, conv, bu, bv, e, om, self.rows, self.lanes, int(lp.exact),
-            int(trigger.ndim == 2), lp.shift, lp.norm, lp.g1, lp.m0, lp.scale, mu0, xi0, floor,
-            self._out,
+            cell, frac, extra, tq, conv, bu, bv, e, om, buf_rel, self.rows, self.lanes,
+            int(lp.exact), int(trigger.ndim == 2), int(rel is not None), lp.shift, lp.norm,
+            lp.g1, lp.m0, lp.scale, mu0, xi0, floor, self._out,
         )  # fmt: skip
         self._kernel(self._events.queue, (self.lanes,), None, args)
         self._events.read(self._partial, self._out)
-        parts = self._partial.reshape(3, self.lanes).sum(axis=1)
-        return float(parts[0]), float(parts[1]), float(parts[2])
+        parts = self._partial.reshape(SUMS, self.lanes).sum(axis=1)
+        return float(parts[0]), float(parts[1]), float(parts[2]), float(parts[3])
 
     def _level(self, exponent: int) -> tuple[Any, ...]:
         """The rows' cells, fractions, ``extra`` and ``tq`` on a lattice, uploaded once."""

@@ -132,10 +132,12 @@ class RowSumsArgs(KernelArgs):
     bv: Buffer
     e: Buffer
     omega: Buffer
+    rel: Buffer
     rows: int
     lanes: int
     exact: int
     has_omega: int
+    has_rel: int
     shift_r: int
     norm: float
     g1: float
