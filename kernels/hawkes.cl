@@ -384,11 +384,11 @@ static double log1p_f64(const double x)
     return x <= 1.7976931348623157e308 ? log_f64(u) - ((u - 1.0) - x) / u : log_f64(x);
 }
 
-/* log1p_f64, with its first terms alone below 2^-20 (x - x^2/2: the rest is below 2^-60 of
- * it): the bounds' terms are mostly tiny, and this spares their divisions. */
+/* log1p_f64, by its series' first three terms below 2^-20 (x - x^2/2 + x^3/3: the rest is
+ * below 2^-62 of it): the bounds' terms are mostly tiny, and this spares their divisions. */
 static double log1p_small(const double x)
 {
-    return x < 0x1p-20 ? x - 0.5 * x * x : log1p_f64(x);
+    return x < 0x1p-20 ? x * (1.0 - x * (0.5 - x * (1.0 / 3.0))) : log1p_f64(x);
 }
 
 /*
@@ -456,7 +456,9 @@ __kernel void row_sums(__global const int *cell, __global const double *frac,
         if (!exact) {
             double r = (beta * mu0) / lam;
             r = r < 1.0 ? r : 1.0;
-            s_back += r < 0x1p-20 ? r + 0.5 * r * r : log1p_f64(r / (1.0 - r));
+            /* -log1p(-r) = log1p(r / (1 - r)); below 2^-20 its series r + r^2/2 + r^3/3 */
+            s_back += r < 0x1p-20 ? r * (1.0 + r * (0.5 + r * (1.0 / 3.0)))
+                                  : log1p_f64(r / (1.0 - r));
         }
     }
     out[g] = s_log;

@@ -8,9 +8,8 @@ trigger pass. With ``model.edge: renormalized`` a fourth sum is its edge error, 
 E_n / lambda_n) e_n / M_n`` (``e_n / M_n`` up once per ``sigma_x``). Its log is the kernels'
 own (``log_f64``, within 2 ulp of numpy's): the sums agree with
 :func:`~hawkes_cli.engine.row_sums.host_sums` (and numpy's edge error) to float64 rounding,
-and are the same
-on every call with the same inputs on the same device (a fixed number of lanes, each summed in
-row order, the lanes added by numpy).
+and are the same on every call with the same inputs on the same device (a fixed number of
+lanes, each summed in row order, the lanes added by numpy).
 """
 
 from __future__ import annotations
@@ -35,7 +34,7 @@ SUMS = 4
 
 
 class DeviceRowSums:
-    """The three sums of this rank's rows on an OpenCL device, ``B`` from its time lattice.
+    """The per-row sums of this rank's rows on an OpenCL device, ``B`` from its time lattice.
 
     Parameters
     ----------
