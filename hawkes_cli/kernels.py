@@ -234,7 +234,10 @@ def build_problem(info: DeviceInfo, dev: Any) -> str | None:
 
     Builds :data:`PROBE_SOURCE` once per process and device. A CPU driver can be present and
     still unable to compile anything: PoCL 3.0's LLVM 14 names an AMD Zen 5 processor
-    ``generic``, a target its clang rejects ("unknown target CPU 'generic'").
+    ``generic``, a target its clang rejects ("unknown target CPU 'generic'"). The probe builds
+    under :func:`build_lock` and is retried once when it fails without a compiler error, as
+    :func:`build_program` is: eight processes probing an empty PoCL cache at once on two busy
+    cores once failed that way (``tests/test_kernel_cache_race.py``).
 
     Returns
     -------
@@ -246,12 +249,14 @@ def build_problem(info: DeviceInfo, dev: Any) -> str | None:
         return _PROBES[key]
     cl = _cl()
     problem = None
-    try:
-        with compiler_output() as output:
-            ctx = cl.Context([dev])
-            cl.Program(ctx, PROBE_SOURCE).build()
-    except cl.Error as exc:
-        text = f"{exc}\n{output.text}"
+    with build_lock():  # as build_program: PoCL's cache is shared with every process
+        text = _probe(cl, dev)
+        if text is not None and not _compiler_error(text):
+            # no compiler error: the cache caught mid-write (pocl/pocl#1480); once more
+            log.info("OpenCL probe build failed without a compiler error; retrying once")
+            time.sleep(BUILD_RETRY_WAIT_S)
+            text = _probe(cl, dev)
+    if text is not None:
         lines = [ln.strip() for ln in text.splitlines() if "error" in ln.lower()]
         problem = next((ln for ln in lines if ln.startswith("error:")), lines[0] if lines else "")
         if "unknown target cpu" in text.lower():
@@ -259,6 +264,17 @@ def build_problem(info: DeviceInfo, dev: Any) -> str | None:
         problem = problem or "the OpenCL compiler rejected a trivial kernel"
     _PROBES[key] = problem
     return problem
+
+
+def _probe(cl: Any, dev: Any) -> str | None:
+    """One build of :data:`PROBE_SOURCE` on ``dev``: None, or what pyopencl and the compiler
+    said when it failed."""
+    try:
+        with compiler_output() as output:
+            cl.Program(cl.Context([dev]), PROBE_SOURCE).build()
+    except cl.Error as exc:
+        return f"{exc}\n{output.text}"
+    return None
 
 
 def device_problem(ident: str) -> str | None:

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -20,6 +21,8 @@ N_PROCS = 8
 #: and in float32, exact, and by the default (truncated, float32) engine a chain runs: three
 #: programs built, all through the empty cache; printed as JSON.
 DATA = """
+from types import SimpleNamespace
+
 import numpy as np
 from hawkes_cli.data import EventData
 from hawkes_cli.model import Params
@@ -224,3 +227,36 @@ def test_a_build_that_fails_twice_says_so(tmp_path, monkeypatch):
         kernels.build_program(_Context(), "float32", truncated=False)
     assert "failed to build the program" in str(info.value)
     assert info.value.__cause__ is None
+
+
+@pytest.mark.parametrize(
+    ("first", "calls", "problem"),
+    [
+        (RACE_LOG, 2, None),  # PoCL's cache mid-write: retried, and it builds
+        ("error: unknown target CPU 'generic'", 1, "unknown target CPU"),  # never retried
+    ],
+    ids=["race", "compiler-error"],
+)
+def test_a_failed_probe_is_retried_once_unless_the_compiler_said_error(
+    tmp_path, monkeypatch, first, calls, problem
+):
+    """The device probe (kernels.build_problem) takes the build lock and retries a failure
+    without a compiler error, as the program build does: in one clean-clone run, one of eight
+    processes probing an empty cache at once was refused its only device that way."""
+    from hawkes_cli import kernels
+
+    monkeypatch.setenv("POCL_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(kernels, "_PROBES", {})
+    monkeypatch.setattr(kernels, "BUILD_RETRY_WAIT_S", 0.0)
+    seen = []
+
+    def probe(cl, dev):
+        seen.append(dev)
+        return first if len(seen) == 1 else None
+
+    monkeypatch.setattr(kernels, "_probe", probe)
+    info = SimpleNamespace(platform="PoCL", name="cpu", platform_index=0)
+    got = kernels.build_problem(info, object())
+    assert len(seen) == calls
+    assert (got is None) if problem is None else (problem in got)
+    assert (tmp_path / kernels.BUILD_LOCK_FILE).exists()  # probed under the lock
