@@ -1,12 +1,16 @@
-"""Simulation-based calibration of the censored likelihood on a rectangle, at small N.
+"""Simulation-based calibration of the edge-corrected likelihoods on a rectangle, at small N.
 
 Each replicate draws (xi0, sigma_x, sigma_t) from the prior below, simulates events from the
 model in a 10 x 10 rectangle (``hawkes_cli.simulate``: offspring outside the rectangle are
-dropped, i.e. censored), fits them with ``model.edge: censored`` (the rectangle's trigger mass
-in closed form) on the float64 reference engine with the tiered sampler, and records the rank
-of each true value among L thinned post-warm-up draws. With a calibrated posterior the ranks
-are uniform on 0..L (Talts et al. 2018); a chi-square test over 10 bins gives a p-value per
-parameter. ``--edge none`` fits the paper's likelihood instead, for comparison.
+dropped, i.e. censored; with ``--edge renormalized`` their displacement is redrawn until they
+land, the kernel renormalised to the rectangle), fits them with the matching ``model.edge``
+(the rectangle's trigger mass in closed form) on the float64 reference engine with the tiered
+sampler, and records the rank of each true value among L thinned post-warm-up draws. With a
+calibrated posterior the ranks are uniform on 0..L (Talts et al. 2018); a chi-square test over
+10 bins gives a p-value per parameter. ``--edge none`` fits the paper's likelihood to censored
+simulations instead, for comparison. ``--model 2`` places the events on a fixed 4 x 4 grid of
+"counties" with densities log-uniform in [0.25, 4] (``DensityGrid.log_uniform``, seed 7), so
+each source's lengthscale ``sigma_x / sqrt(D)`` is 0.5 to 2 times ``sigma_x``.
 
 The model's background (DESIGN 2: ``mu0 * rho * sum_m phi1(t_n - t_m; tau_t)`` over all other
 events, later ones included) is a kernel smoother of the data, not a law one can draw events
@@ -52,6 +56,8 @@ sys.path.insert(0, str(ROOT))
 PRIOR = {"xi0": (0.5, 0.2), "sigma_x": (0.5, 0.25), "sigma_t": (5.0, 0.25)}
 PAPER_FREE = {"mu0": (1.0, 1.0), "tau_t": (1.0, 1.0)}  # the paper's N(0, 1) on the log scale
 BOUNDS = (0.0, 10.0, 0.0, 10.0)
+#: ``--model 2``'s counties: nx, ny, lowest and highest density, seed (DensityGrid.log_uniform).
+GRID = (4, 4, 0.25, 4.0, 7)
 RANKED = ("xi0", "sigma_x", "sigma_t")
 BINS = 10
 
@@ -64,7 +70,7 @@ def replicate(r: int, args: argparse.Namespace) -> dict:
     from hawkes_cli.posterior import LogPosterior, to_params
     from hawkes_cli.priors import Prior
     from hawkes_cli.sampler import make_sampler
-    from hawkes_cli.simulate import simulate
+    from hawkes_cli.simulate import DensityGrid, simulate
 
     rng = np.random.default_rng(np.random.SeedSequence(args.seed, spawn_key=(r,)))
     while True:  # the prior truncated to xi0 < 0.9 (a subcritical process; P(xi0 >= 0.9) ~ 0.2%)
@@ -74,18 +80,27 @@ def replicate(r: int, args: argparse.Namespace) -> dict:
     free = free_priors(args)
     p = Params(mu0=free["mu0"][0], tau_t=free["tau_t"][0], **truth)
     t0 = time.perf_counter()
+    grid = DensityGrid.log_uniform(BOUNDS, *GRID) if args.model == 2 else None
     data = simulate(
         p,
-        model=1,
+        model=args.model,
         n_background=max(1, int(rng.poisson(args.n_background))),
         t_end=args.t_end,
         bounds=BOUNDS,
+        grid=grid,
         seed=int(rng.integers(2**31)),
+        edge="renormalized" if args.edge == "renormalized" else "censored",
     )
-    region = RectangleRegion(BOUNDS) if args.edge == "censored" else None
+    region = None if args.edge == "none" else RectangleRegion(BOUNDS)
     area = (BOUNDS[1] - BOUNDS[0]) * (BOUNDS[3] - BOUNDS[2])
     lik = make_likelihood(
-        data, model=1, area=area, engine="reference", window_end=args.t_end, region=region
+        data,
+        model=args.model,
+        area=area,
+        engine="reference",
+        window_end=args.t_end,
+        region=region,
+        edge=args.edge,
     )
     lik.background_cache_size = 16
     lik.trigger_cache_size = 4
@@ -158,7 +173,8 @@ def main() -> None:
     ap.add_argument("--draws", type=int, default=99, help="thinned draws per replicate (L)")
     ap.add_argument("--n-background", type=int, default=150)
     ap.add_argument("--t-end", type=float, default=100.0)
-    ap.add_argument("--edge", choices=("censored", "none"), default="censored")
+    ap.add_argument("--edge", choices=("censored", "renormalized", "none"), default="censored")
+    ap.add_argument("--model", type=int, choices=(1, 2), default=1)
     ap.add_argument("--tau-t", type=float, default=1e4, help="prior median of tau_t (days)")
     ap.add_argument(
         "--paper-background",
@@ -172,7 +188,8 @@ def main() -> None:
     )
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    stem = f"sbc-{args.edge}" + ("-paper-background" if args.paper_background else "")
+    stem = f"sbc-{args.edge}" + ("-m2" if args.model == 2 else "")
+    stem += "-paper-background" if args.paper_background else ""
     lines = args.out / f"{stem}.jsonl"
     done = {}
     if lines.exists():
@@ -195,6 +212,8 @@ def main() -> None:
     rows = [done[r] for r in sorted(done)]
     result = {
         "edge": args.edge,
+        "model": args.model,
+        "grid": GRID if args.model == 2 else None,
         "replicates": len(rows),
         "events_mean": float(np.mean([r["n"] for r in rows])),
         "iterations": args.iterations,
@@ -210,8 +229,10 @@ def main() -> None:
         "parameters": summary(rows, args.draws),
     }
     (args.out / f"{stem}.json").write_text(json.dumps(result, indent=1))
+    grid = f", 4 x 4 grid densities {GRID[2]}-{GRID[3]} (seed {GRID[4]})" if args.model == 2 else ""
     text = [
-        f"# SBC, model 1, rectangle {BOUNDS}, edge {args.edge}: {len(rows)} replicates, "
+        f"# SBC, model {args.model}, rectangle {BOUNDS}{grid}, edge {args.edge}: "
+        f"{len(rows)} replicates, "
         f"~{result['events_mean']:.0f} events each, {args.iterations} iterations "
         f"({args.warmup} warm-up), ranks among {args.draws} draws, {BINS} bins",
         "# fits: mu0, tau_t ~ LogNormal(log m, s): "

@@ -57,6 +57,7 @@ import numpy as np
 from scipy.special import ndtr
 
 from .keysort import group_keys
+from .region_screen import DistanceScreen
 
 log = logging.getLogger(__name__)
 
@@ -222,6 +223,7 @@ class BoundaryRegion:
     _fields: dict[tuple[int, ...], _Field] = field(default_factory=dict, init=False, repr=False)
     # cells of the kept rasters (a one-element list: the caches are mutable, the region not)
     _kept_cells: list[int] = field(default_factory=lambda: [0], init=False, repr=False)
+    _screen: list[DistanceScreen] = field(default_factory=list, init=False, repr=False)
 
     def __post_init__(self) -> None:
         p = np.ascontiguousarray(self.start, dtype=np.float64)
@@ -314,15 +316,37 @@ class BoundaryRegion:
         s = np.broadcast_to(np.asarray(s, dtype=np.float64), x.shape)
         out = np.ones(x.shape, dtype=np.float64)
         err = np.zeros(x.shape, dtype=np.float64)
-        if x.size == 0:
+        # events CUTOFF lengthscales from the boundary (at the raster's upper level) keep all
+        # their mass: only the others take either path
+        reach = CUTOFF * s * 2.0 ** (1 / LATTICE_STEPS)
+        near = np.flatnonzero(~self.screen(x, y).far(x, y, reach))
+        if near.size == 0:
             return out, err
-        exact_rows = np.arange(x.size)
-        if not exact:
-            exact_rows = self._raster_mass(x, y, s, out, err)
+        x, y, s = x[near], y[near], s[near]
+        m, e = np.ones(near.size), np.zeros(near.size)
+        exact_rows = np.arange(near.size) if exact else self._raster_mass(x, y, s, m, e)
         if exact_rows.size:
-            out[exact_rows] = self.exact_mass(x[exact_rows], y[exact_rows], s[exact_rows])
-            err[exact_rows] = np.where(out[exact_rows] < 1.0, EXACT_ERROR, 0.0)
+            m[exact_rows] = self.exact_mass(x[exact_rows], y[exact_rows], s[exact_rows])
+            e[exact_rows] = np.where(m[exact_rows] < 1.0, EXACT_ERROR, 0.0)
+        out[near], err[near] = m, e
         return out, err
+
+    def screen(self, x: np.ndarray, y: np.ndarray) -> DistanceScreen:
+        """The distance screen of the boundary (:mod:`.region_screen`) over the box of the
+        points asked about (a rank's events), widened by a tenth; kept, and rebuilt over the
+        union of both boxes when a tenth of the points asked about lie outside it."""
+        got = self._screen[0] if self._screen else None
+        if got is None or (not got.holds(_bbox(x, y, 0.0)) and np.mean(~got.covers(x, y)) > 0.1):
+            x0, x1, y0, y1 = _bbox(x, y, 0.0)
+            if got is not None:
+                x0, x1 = min(x0, got.box[0]), max(x1, got.box[1])
+                y0, y1 = min(y0, got.box[2]), max(y1, got.box[3])
+            pad = 0.1 * max(x1 - x0, y1 - y0)
+            got = DistanceScreen.build(
+                self.start, self.end, (x0 - pad, x1 + pad, y0 - pad, y1 + pad)
+            )
+            self._screen[:] = [got]
+        return got
 
     def _raster_mass(
         self, x: np.ndarray, y: np.ndarray, s: np.ndarray, out: np.ndarray, err: np.ndarray
@@ -356,8 +380,9 @@ class BoundaryRegion:
             tile = TILE_LENGTHSCALES * s_lo
             tx = np.floor(x[rows] / tile).astype(np.int64)
             ty = np.floor(y[rows] / tile).astype(np.int64)
-            keys, group = np.unique(tx * 2**32 + ty, return_inverse=True)
-            keys = np.stack([keys >> 32, keys - ((keys >> 32) << 32)], axis=1)
+            # (tx, ty) as one key, ty offset to be >= 0 (negative coordinates)
+            keys, group = np.unique(tx * 2**32 + (ty + 2**31), return_inverse=True)
+            keys = np.stack([keys >> 32, (keys & (2**32 - 1)) - 2**31], axis=1)
             order = np.argsort(group, kind="stable")
             cuts = np.searchsorted(group[order], np.arange(keys.shape[0] + 1))
             parts = [rows[order[cuts[g] : cuts[g + 1]]] for g in range(keys.shape[0])]
