@@ -91,6 +91,8 @@ def test_mass_with_the_screen_equals_the_exact_path(region):
     raster, _ = region.mass_error(x, y, s)  # inside the region: off it, far counts as inside
     on_land = shapely.contains_xy(_polygon(), x, y)
     assert np.max(np.abs(raster - full)[on_land]) < 5e-3
+    empty = np.empty(0)
+    assert all(a.shape == (0,) for a in _region().mass_error(empty, empty, empty))
 
 
 def test_screen_rebuilt_for_points_beyond_it(region):

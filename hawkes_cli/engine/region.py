@@ -57,7 +57,7 @@ import numpy as np
 from scipy.special import ndtr
 
 from .keysort import group_keys
-from .region_screen import DistanceScreen
+from .region_screen import DistanceScreen, kept_screen
 
 log = logging.getLogger(__name__)
 
@@ -316,6 +316,8 @@ class BoundaryRegion:
         s = np.broadcast_to(np.asarray(s, dtype=np.float64), x.shape)
         out = np.ones(x.shape, dtype=np.float64)
         err = np.zeros(x.shape, dtype=np.float64)
+        if x.size == 0:
+            return out, err
         # events CUTOFF lengthscales from the boundary (at the raster's upper level) keep all
         # their mass: only the others take either path
         reach = CUTOFF * s * 2.0 ** (1 / LATTICE_STEPS)
@@ -332,21 +334,9 @@ class BoundaryRegion:
         return out, err
 
     def screen(self, x: np.ndarray, y: np.ndarray) -> DistanceScreen:
-        """The distance screen of the boundary (:mod:`.region_screen`) over the box of the
-        points asked about (a rank's events), widened by a tenth; kept, and rebuilt over the
-        union of both boxes when a tenth of the points asked about lie outside it."""
-        got = self._screen[0] if self._screen else None
-        if got is None or (not got.holds(_bbox(x, y, 0.0)) and np.mean(~got.covers(x, y)) > 0.1):
-            x0, x1, y0, y1 = _bbox(x, y, 0.0)
-            if got is not None:
-                x0, x1 = min(x0, got.box[0]), max(x1, got.box[1])
-                y0, y1 = min(y0, got.box[2]), max(y1, got.box[3])
-            pad = 0.1 * max(x1 - x0, y1 - y0)
-            got = DistanceScreen.build(
-                self.start, self.end, (x0 - pad, x1 + pad, y0 - pad, y1 + pad)
-            )
-            self._screen[:] = [got]
-        return got
+        """The distance screen of the boundary for the points ``x``, ``y`` (kept; see
+        :func:`.region_screen.kept_screen`)."""
+        return kept_screen(self._screen, self.start, self.end, x, y)
 
     def _raster_mass(
         self, x: np.ndarray, y: np.ndarray, s: np.ndarray, out: np.ndarray, err: np.ndarray

@@ -117,3 +117,21 @@ class DistanceScreen:
         (N,) bool; False for points off the raster."""
         at, inside = self._cell(x, y)
         return inside & (self.bound.ravel()[at] >= reach)
+
+
+def kept_screen(
+    kept: list[DistanceScreen], p: np.ndarray, q: np.ndarray, x: np.ndarray, y: np.ndarray
+) -> DistanceScreen:
+    """The screen in ``kept`` (a one-element cache, updated in place) if it covers the points
+    ``x``, ``y`` (a rank's events); else one built over the union of its box and theirs,
+    widened by a tenth, when a tenth of the points lie off it. ``p``, ``q``: the boundary."""
+    got = kept[0] if kept else None
+    x0, x1, y0, y1 = float(x.min()), float(x.max()), float(y.min()), float(y.max())
+    if got is None or (not got.holds((x0, x1, y0, y1)) and np.mean(~got.covers(x, y)) > 0.1):
+        if got is not None:
+            x0, x1 = min(x0, got.box[0]), max(x1, got.box[1])
+            y0, y1 = min(y0, got.box[2]), max(y1, got.box[3])
+        pad = 0.1 * max(x1 - x0, y1 - y0)
+        got = DistanceScreen.build(p, q, (x0 - pad, x1 + pad, y0 - pad, y1 + pad))
+        kept[:] = [got]
+    return got
