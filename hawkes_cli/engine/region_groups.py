@@ -14,7 +14,9 @@ case only inside its county. Here the decisions are taken per county, from the c
   (an island chain, the Aleutians across the date line) stays on the per-event path.
 
 So a level's plan (which cases read which raster, which take the exact path) depends on the
-counties only, and is kept; a draw then costs the raster reads alone. The rasters are the
+counties only, and is kept; a draw then costs the raster reads alone, and only for the cases the
+region's distance screen (:mod:`.region_screen`) finds within ``CUTOFF`` lengthscales of the
+boundary: the others, most of a near county's cases, keep all their mass. The rasters are the
 region's own (the same lattice, cells and read), so the masses are those of the per-event path
 up to the raster's resolution (:data:`~hawkes_cli.engine.region.FIELD_ERROR`). Cases outside
 their county's box (a file's own locations need not lie in their polygon) take the per-event
@@ -29,6 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .region import (
+    CUTOFF,
     FIELD_ERROR,
     FIELD_KAPPA,
     LATTICE_STEPS,
@@ -145,7 +148,14 @@ class GroupedMass:
             k = math.floor(pos)
             frac = pos - k
         plan = self._plan(k)
-        for tag, box, rows in plan.tiles:
+        # events farther than CUTOFF lengthscales (the upper level's) from the boundary keep
+        # all their mass: one lookup each (:mod:`.region_screen`), no raster read
+        reach = CUTOFF * 2.0 ** ((k + 1) / LATTICE_STEPS)
+        near = ~self.region.screen(x, y).far(x, y, reach)
+        for tag, box, tile_rows in plan.tiles:
+            rows = tile_rows[near[tile_rows]]
+            if rows.size == 0:
+                continue
             m = self.region.raster(k, tag, box, box).read(x[rows], y[rows])
             if frac > 0:  # the next level's raster of the same tile (its own tag)
                 hi = self.region.raster(k + 1, (*tag, k), box, box).read(x[rows], y[rows])
