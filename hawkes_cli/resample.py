@@ -82,6 +82,7 @@ class LocationStream:
     ) -> None:
         self.polygons = polygons
         self.codes = codes
+        self.order = polygons.code_order(codes)  # the same events at every draw
         self.rng = rng
         self._last_state: dict[str, Any] | None = None
 
@@ -99,7 +100,7 @@ class LocationStream:
             Coordinates (coordinate units).
         """
         self._last_state = self.rng.bit_generator.state
-        return self.polygons.sample(self.codes, self.rng)
+        return self.polygons.sample(self.codes, self.rng, self.order)
 
     def rewind(self, state: Mapping[str, Any]) -> None:
         """Set the generator to ``state`` (a :attr:`last_state`): the next :meth:`draw`

@@ -264,6 +264,23 @@ def test_same_seed_same_points_and_fixed_rng_use():
     assert rng.bit_generator.state == np.random.default_rng(1).bit_generator.state
 
 
+def test_code_order_gives_the_same_points():
+    """``order`` (a chain's redraws) only changes how the triangle search runs: over 80,000
+    triangles (beyond the size where queries are sorted first) the points are the same, and an
+    order of the wrong shape is ignored."""
+    grid = DensityGrid.log_uniform(bounds=(0.0, 200.0, 0.0, 200.0), nx=200, ny=200, seed=3)
+    sampler = PolygonSampler.from_grid(grid)
+    assert sampler.triangles.shape[0] > 65_536
+    codes = np.random.default_rng(4).integers(0, 40_000, 50_000)
+    plain = sampler.sample(codes, np.random.default_rng(8))
+    ordered = sampler.sample(codes, np.random.default_rng(8), sampler.code_order(codes))
+    wrong = sampler.sample(codes, np.random.default_rng(8), np.arange(3))
+    for got in (ordered, wrong):
+        np.testing.assert_array_equal(got[0], plain[0])
+        np.testing.assert_array_equal(got[1], plain[1])
+    np.testing.assert_array_equal(np.diff(codes[sampler.code_order(codes)]) >= 0, True)
+
+
 def test_million_events_over_3000_boxes():
     """Vectorised: a per-event or per-polygon Python loop would make this test very slow."""
     k = 3000
