@@ -151,9 +151,9 @@ class GroupedMass:
         # events farther than CUTOFF lengthscales (the upper level's) from the boundary keep
         # all their mass: one lookup each (:mod:`.region_screen`), no raster read
         reach = CUTOFF * 2.0 ** ((k + 1) / LATTICE_STEPS)
-        near = ~self.region.screen(x, y).far(x, y, reach)
+        screen = self.region.screen(x, y)
         for tag, box, tile_rows in plan.tiles:
-            rows = tile_rows[near[tile_rows]]
+            rows = tile_rows[~screen.far(x[tile_rows], y[tile_rows], reach)]
             if rows.size == 0:
                 continue
             m = self.region.raster(k, tag, box, box).read(x[rows], y[rows])
