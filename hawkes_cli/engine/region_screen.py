@@ -21,7 +21,7 @@ An event whose bound reaches ``CUTOFF`` times its lengthscale keeps its whole ma
 path's own precision (the segments it would skip there contribute below ``exp(-CUTOFF^2 / 2)``).
 Events outside the raster's box are never screened out. Built once per region (under a second
 at ``CELLS_LONG`` cells along the box's longer side: ~0.024 degrees for the 50 states' events);
-a lookup costs ~15 ns per event.
+a lookup costs 15-25 ns per event.
 """
 
 from __future__ import annotations
