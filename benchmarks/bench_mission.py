@@ -8,7 +8,8 @@ long run can be driven in pieces and a stage re-run alone):
 ``hhs``
     benchmarks/bench_prep.py's synthetic facility file (real HHS schema, ~1.05M rows), once.
 ``prep``
-    ``hawkes-prep hhs hhs.csv --n N --seed 1``: wall time, peak memory.
+    ``hawkes-prep hhs hhs.csv --n N --seed 1`` (``--continuous`` with ``--continuous``): wall
+    time, peak memory.
 ``local``
     ``hawkes-run local`` on ``configs/covid-model{1,2}.yaml`` with only these changes: the
     events file, 4 chains of one rank each (this machine's one OpenCL device),
@@ -161,6 +162,7 @@ def stage_prep(args) -> dict:
         str(args.n),
         "--seed",
         "1",
+        *(["--continuous"] if args.continuous else []),
     ]
     result = timed(cmd, args.work / "prep.log")
     if result["rc"]:
@@ -476,6 +478,7 @@ def report(args) -> dict:
             "chains": CHAINS,
             "warmup": args.warmup,
             "set": args.set,
+            "continuous": args.continuous,
             "targets": {"rhat_max": RHAT_MAX, "ess_min": ESS_MIN},
             "commit": subprocess.run(
                 ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
@@ -527,6 +530,8 @@ def text(r: dict) -> str:
     lines = [
         f"# bench_mission N={m['n']} model {m['model']}, {m['chains']} chains, warm-up "
         f"{m['warmup']}, {m['machine']}, commit {m['commit']}, {m['date']}"
+        + (", continuous times" if m.get("continuous") else "")
+        + "".join(f", {item}" for item in m.get("set", []))
     ]
     for name in ("hhs", "prep", "local", "diagnose", "gof"):
         st = s.get(name)
@@ -626,6 +631,11 @@ def main() -> None:
         default=[],
         metavar="SECTION.KEY=VALUE",
         help="a further config change (YAML value; repeatable), e.g. sampler.n_expensive=3",
+    )
+    ap.add_argument(
+        "--continuous",
+        action="store_true",
+        help="prep: hawkes-prep hhs --continuous (a time inside the day, so inside the week)",
     )
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()

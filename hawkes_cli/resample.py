@@ -21,6 +21,7 @@ from .errors import EventsError
 from .regions import run_polygons
 
 if TYPE_CHECKING:
+    from .engine.point_draw import DevicePointDraw
     from .geo import PolygonSampler
 
 log = logging.getLogger(__name__)
@@ -70,6 +71,9 @@ class LocationStream:
         Polygon index of each event (:meth:`PolygonSampler.codes`).
     rng
         The chain's location stream; advanced by every :meth:`draw`.
+    device
+        Draw on the likelihood's OpenCL device (:mod:`hawkes_cli.engine.point_draw`): the same
+        points from the same uniforms, left where the kernels read them. None: on the host.
 
     Notes
     -----
@@ -78,12 +82,19 @@ class LocationStream:
     """
 
     def __init__(
-        self, polygons: PolygonSampler, codes: np.ndarray, rng: np.random.Generator
+        self,
+        polygons: PolygonSampler,
+        codes: np.ndarray,
+        rng: np.random.Generator,
+        device: DevicePointDraw | None = None,
     ) -> None:
         self.polygons = polygons
-        self.codes = codes
-        self.order = polygons.code_order(codes)  # the same events at every draw
+        self.codes = np.asarray(codes, dtype=np.int64)
+        if self.codes.size and (self.codes.min() < 0 or self.codes.max() >= len(polygons)):
+            raise ValueError(f"codes must lie in [0, {len(polygons)})")
+        self.order = polygons.code_order(self.codes)  # the same events at every draw
         self.rng = rng
+        self.device = device
         self._last_state: dict[str, Any] | None = None
 
     @property
@@ -100,7 +111,10 @@ class LocationStream:
             Coordinates (coordinate units).
         """
         self._last_state = self.rng.bit_generator.state
-        return self.polygons.sample(self.codes, self.rng, self.order)
+        r = self.rng.random((self.codes.size, 3))  # what PolygonSampler.sample consumes
+        if self.device is not None:
+            return self.device.draw(r)
+        return self.polygons.place(self.codes, r, self.order)
 
     def rewind(self, state: Mapping[str, Any]) -> None:
         """Set the generator to ``state`` (a :attr:`last_state`): the next :meth:`draw`

@@ -466,3 +466,83 @@ __kernel void row_sums(__global const int *cell, __global const double *frac,
     out[2 * lanes + g] = s_back;
     out[3 * lanes + g] = s_edge;
 }
+
+/* One uniform point inside each event's polygon, from three uniforms per event: the location
+ * redraw of the cut posterior on the device, the same numbers as geo.PolygonSampler's host
+ * draw (same comparisons, same float64 operations in the same order, no contraction: every
+ * product and sum is its own statement).
+ *
+ * Event n of polygon c = code[n] with uniforms r[3n], r[3n + 1], r[3n + 2]: the triangle is
+ * the first t in [offsets[c], offsets[c + 1]) whose key[t] (c + the cumulative area share of
+ * the polygon's triangles up to t) exceeds c + r[3n], else the polygon's last; (u, v) =
+ * (r[3n + 1], r[3n + 2]) folded into the triangle when u + v > 1; the point A + u (B - A) +
+ * v (C - A) clamped to the triangle's bounding box (tri holds ax, ay, bx, by, cx, cy per
+ * triangle). Writes x and y in float64 (xd, yd: n values) and in the working precision as
+ * the events' location buffers hold them (xh, yh and, in float32 only, the remainders xl, yl;
+ * float64 never writes xl, yl), the work-items from n to the buffers' padded length writing
+ * their padding (0).
+ */
+__kernel void draw_points(__global const double *r, __global const int *code,
+                          __global const int *offsets, __global const double *key,
+                          __global const double *tri, const int n, const int padded_n,
+                          __global double *xd, __global double *yd, __global real *xh,
+                          __global real *yh, __global real *xl, __global real *yl)
+{
+    const int i = get_global_id(0);
+    if (i >= padded_n) {
+        return;
+    }
+    if (i >= n) {
+        xh[i] = 0;
+        yh[i] = 0;
+#if !REAL_IS_DOUBLE
+        xl[i] = 0;
+        yl[i] = 0;
+#endif
+        return;
+    }
+    const int c = code[i];
+    const double q = (double)c + r[3 * i];
+    int lo = offsets[c];
+    const int last = offsets[c + 1] - 1;
+    int hi = last + 1;
+    while (lo < hi) { /* the first key > q */
+        const int mid = lo + ((hi - lo) >> 1);
+        if (key[mid] > q) {
+            hi = mid;
+        } else {
+            lo = mid + 1;
+        }
+    }
+    const int t = lo < last ? lo : last;
+    double u = r[3 * i + 1], v = r[3 * i + 2];
+    if (u + v > 1.0) {
+        u = 1.0 - u;
+        v = 1.0 - v;
+    }
+    __global const double *p = tri + 6 * (size_t)t;
+    const double ax = p[0], ay = p[1], bx = p[2], by = p[3], cx = p[4], cy = p[5];
+    double dx = bx - ax, dy = by - ay;
+    double x = u * dx, y = u * dy;
+    x = ax + x;
+    y = ay + y;
+    dx = cx - ax;
+    dy = cy - ay;
+    dx = v * dx;
+    dy = v * dy;
+    x = x + dx;
+    y = y + dy;
+    const double x_lo = fmin(fmin(ax, bx), cx), x_hi = fmax(fmax(ax, bx), cx);
+    const double y_lo = fmin(fmin(ay, by), cy), y_hi = fmax(fmax(ay, by), cy);
+    x = fmin(fmax(x, x_lo), x_hi);
+    y = fmin(fmax(y, y_lo), y_hi);
+    xd[i] = x;
+    yd[i] = y;
+    const real hx = (real)x, hy = (real)y;
+    xh[i] = hx;
+    yh[i] = hy;
+#if !REAL_IS_DOUBLE
+    xl[i] = (real)(x - (double)hx);
+    yl[i] = (real)(y - (double)hy);
+#endif
+}

@@ -38,6 +38,20 @@ POISON: float | None = None
 COEFFICIENT_GRID = 2.0**-18
 
 
+@dataclass(frozen=True)
+class LocationBuffers:
+    """All N locations on the device in every form the kernels read: ``xd``, ``yd`` float64
+    (N values), ``xh``, ``yh`` the working precision padded with 0 (:func:`padded`) and, in
+    float32, ``xl``, ``yl`` the remainders ``x - xh`` (in float64 they alias ``xh``, ``yh``)."""
+
+    xd: Any
+    yd: Any
+    xh: Any
+    yh: Any
+    xl: Any
+    yl: Any
+
+
 def padded(values: np.ndarray, dtype: Any, fill: float) -> np.ndarray:
     """``values`` as ``dtype``, padded with ``fill`` to ``ceil(N / VEC) * VEC + VEC`` elements."""
     n = values.size
@@ -208,6 +222,7 @@ class DeviceEvents:
         self.buf_yd: Any = None
         self.amplitude: np.ndarray | None = None
         self.buf_a: Any = None
+        self._drawn: tuple[np.ndarray, np.ndarray, LocationBuffers] | None = None
         self.set_locations(x, y)
 
     @property
@@ -305,9 +320,24 @@ class DeviceEvents:
         self.amplitude = a
         self.buf_a = self.upload(padded(a, self.real, 0.0))
 
+    def drawn_on_device(self, x: np.ndarray, y: np.ndarray, buffers: LocationBuffers) -> None:
+        """Locations a kernel of this device drew (:mod:`.point_draw`): ``x``, ``y`` (host
+        copies, shape (N,) float64) and ``buffers`` already hold them in every form
+        :meth:`set_locations` uploads, so the next :meth:`set_locations` with these two very
+        arrays takes the buffers instead of uploading (any other arrays are uploaded)."""
+        self._drawn = (x, y, buffers)
+
     def set_locations(self, x: np.ndarray, y: np.ndarray) -> None:
         """Upload new locations for all N events (every location buffer; see hawkes.cl for
-        the two-part float32 form)."""
+        the two-part float32 form), or take those a device draw left for them
+        (:meth:`drawn_on_device`)."""
+        drawn, self._drawn = self._drawn, None
+        if drawn is not None and drawn[0] is x and drawn[1] is y:
+            self.x, self.y, b = x, y, drawn[2]
+            self.buf_x, self.buf_y, self.buf_xl, self.buf_yl = b.xh, b.yh, b.xl, b.yl
+            if self.buf_td is not None:
+                self.buf_xd, self.buf_yd = b.xd, b.yd
+            return
         self.x = np.asarray(x, dtype=np.float64)
         self.y = np.asarray(y, dtype=np.float64)
         real = self.real

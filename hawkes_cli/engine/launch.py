@@ -149,6 +149,26 @@ class RowSumsArgs(KernelArgs):
     out: Buffer
 
 
+@dataclass(frozen=True)
+class DrawPointsArgs(KernelArgs):
+    """``draw_points``: one uniform point in each event's polygon from three uniforms each (the
+    location redraw, :mod:`hawkes_cli.engine.point_draw`)."""
+
+    r: Buffer
+    code: Buffer
+    offsets: Buffer
+    key: Buffer
+    tri: Buffer
+    n: int
+    padded_n: int
+    xd: Buffer
+    yd: Buffer
+    xh: Buffer
+    yh: Buffer
+    xl: Buffer
+    yl: Buffer
+
+
 # --------------------------------------------------------------------------- truncated.cl
 @dataclass(frozen=True)
 class PrefixArgs(KernelArgs):
@@ -262,6 +282,7 @@ KERNEL_ARGS: dict[str, type[KernelArgs]] = {
     "background": BackgroundArgs,
     "background_pairs": BackgroundPairsArgs,
     "row_sums": RowSumsArgs,
+    "draw_points": DrawPointsArgs,
     "cell_prefix": PrefixArgs,
     "cell_prefix16": Prefix16Args,
     "cell_moments": MomentsArgs,

@@ -382,6 +382,14 @@ class PolygonSampler:
         cy = np.bincount(self.tri_owner, weights=tri_c[:, 1] * self.tri_area, minlength=k)
         return np.stack([cx, cy], axis=1) / self._poly_area[:, None]
 
+    @property
+    def draw_tables(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(key, offsets, triangles)``: what :meth:`place` searches and places points in,
+        for a draw elsewhere (:class:`hawkes_cli.engine.point_draw.DevicePointDraw`). ``key``
+        (T,) is each triangle's polygon index plus its cumulative area share (so each
+        polygon's keys lie in ``(k, k + 1]``); read-only arrays."""
+        return self._search_key, self.offsets, self.triangles
+
     @staticmethod
     def code_order(codes: np.ndarray) -> np.ndarray:
         """A permutation that sorts ``codes`` (stable), for :meth:`sample`'s ``order``."""
@@ -424,7 +432,16 @@ class PolygonSampler:
         c = c.astype(np.int64, copy=False)
         if c.size and (c.min() < 0 or c.max() >= len(self.keys)):
             raise UsageError(f"codes must lie in [0, {len(self.keys)})")
-        r = rng.random((c.size, 3))
+        return self.place(c, rng.random((c.size, 3)), order)
+
+    def place(
+        self, codes: np.ndarray, r: np.ndarray, order: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The points :meth:`sample` draws for the uniforms ``r`` (shape (N, 3), in [0, 1):
+        the triangle's, then two inside it), for valid int64 ``codes`` (shape (N,)) and
+        ``order`` as there. The device draw (:mod:`hawkes_cli.engine.point_draw`) gives the
+        same points from the same ``r`` and :attr:`draw_tables`."""
+        c = codes
         # Triangle: first key > owner + r0 among this owner's keys (owner, owner + 1]; the clip
         # guards against owner + r0 rounding up to owner + 1 and so into the next owner.
         t = _searchsorted_right(self._search_key, c + r[:, 0], order)

@@ -20,6 +20,7 @@ from ..config import Config
 from ..data import EventData, load_events, resolve_area
 from ..distributed import ChainRank, ChainSetup
 from ..engine import Likelihood, build_likelihood
+from ..engine.point_draw import device_point_draw
 from ..parallel import Comm
 from ..regions import study_region
 from ..resample import LocationStream, make_resampler
@@ -94,7 +95,9 @@ def build_chain(config: Config, chain_id: int, comm: Comm, stop: StopFlag) -> Ch
     mcmc_seq, loc_seq = np.random.SeedSequence(sc.seed, spawn_key=(chain_id,)).spawn(2)
     locations = None
     if resampler is not None:
-        locations = LocationStream(*resampler, rng=np.random.default_rng(loc_seq))
+        polys, codes = resampler
+        device = device_point_draw(likelihood.backend, *polys.draw_tables, codes)
+        locations = LocationStream(polys, codes, rng=np.random.default_rng(loc_seq), device=device)
     rank = ChainRank(
         likelihood,
         comm,
