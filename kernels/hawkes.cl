@@ -546,3 +546,177 @@ __kernel void draw_points(__global const double *r, __global const int *code,
     yl[i] = (real)(y - (double)hy);
 #endif
 }
+
+/* The sources of a truncated trigger's grid index in its sorted order (engine/grid_upload.py),
+ * from the float64 times, locations and weights already on the device: sorted position k holds
+ * source m = order[k], of grid level l = level[m] (cell side hs[l], ih[l] = 1 / hs[l]); its
+ * time (st, std), weight (sw, swd), offset from the corner of its cell floor((x - x0) ih[l])
+ * (sxr, syr), its 4 x 4 sub-cell 4 qx + qy (sq, qx = floor(offset * (4 / hs[l])) clamped to
+ * [0, 3]) and, for the expansion sources (k >= mk0), the offsets from their box's centre over
+ * half the box clamped to [-1, 1] (enx, eny at k - mk0). The same float64 operations in the
+ * same order as the host's, none contracted. Work-items n .. padded_n - 1 write the padding
+ * (0) of the working-precision arrays and of enx, eny.
+ */
+__kernel void index_sources(__global const int *order, __global const int *level,
+                            __global const double *hs, __global const double *ih,
+                            __global const double *td, __global const double *xd,
+                            __global const double *yd, __global const double *wd,
+                            const double x0, const double y0, const int n,
+                            const int padded_n, const int mk0, __global real *st,
+                            __global real *sxr, __global real *syr, __global real *sw,
+                            __global double *std, __global double *swd, __global uchar *sq,
+                            __global double *enx, __global double *eny)
+{
+    const int k = get_global_id(0);
+    if (k >= padded_n) {
+        return;
+    }
+    if (k >= n) {
+        st[k] = 0;
+        sxr[k] = 0;
+        syr[k] = 0;
+        sw[k] = 0;
+        enx[k - mk0] = 0.0;
+        eny[k - mk0] = 0.0;
+        return;
+    }
+    const int m = order[k];
+    const int l = level[m];
+    const double h = hs[l], inv = ih[l];
+    const double x = xd[m], y = yd[m];
+    const double cx = floor((x - x0) * inv), cy = floor((y - y0) * inv);
+    double cornx = cx * h, corny = cy * h;
+    cornx = x0 + cornx;
+    corny = y0 + corny;
+    const double rx = x - cornx, ry = y - corny;
+    const double q = 4.0 / h;
+    const double qx = clamp(floor(rx * q), 0.0, 3.0), qy = clamp(floor(ry * q), 0.0, 3.0);
+    const double t = td[m], w = wd[m];
+    st[k] = (real)t;
+    std[k] = t;
+    sw[k] = (real)w;
+    swd[k] = w;
+    sxr[k] = (real)rx;
+    syr[k] = (real)ry;
+    sq[k] = (uchar)(4.0 * qx + qy);
+    if (k >= mk0) {
+        const double half_box = 0.5 * h;
+        enx[k - mk0] = clamp(rx / half_box - 1.0, -1.0, 1.0);
+        eny[k - mk0] = clamp(ry / half_box - 1.0, -1.0, 1.0);
+    }
+}
+
+/* Each row's trigger mass inside a polygon region read from the rasters of its county's tile
+ * (engine/region_groups.py: model 1, locations redrawn inside their counties), the read of
+ * engine/region.py's _Field, behind the distance screen of engine/region_screen.py.
+ *
+ * Row n (event row0 + n) of tile k = tile[n] (k < 0: no raster, mass 1) reads the tile's
+ * raster: geom[3k ..] = x0, y0, h (its corner and cell side), shape[3k ..] = nx, ny, off (its
+ * cells and where it starts in raster): three layers of nx ny floats (the mass, its second
+ * differences along x and along y). Bilinear between cell
+ * centres less fx (1 - fx) Mxx / 2 + fy (1 - fy) Myy / 2 at the nearest centre, clamped to
+ * [0, 1]; err = field_error where the mass is below 1. A row the screen (bound: bny x bnx cells
+ * of side bh from (bx0, by0), a lower bound on the distance to the boundary) puts at least
+ * reach from the boundary keeps mass 1, err 0.
+ */
+__kernel void raster_mass(__global const double *x, __global const double *y, const int row0,
+                          const int rows, __global const int *tile,
+                          __global const double *geom, __global const long *shape,
+                          __global const float *raster, __global const float *bound,
+                          const int bnx, const int bny, const double bx0, const double by0,
+                          const double bh, const double reach, const double field_error,
+                          __global double *mass, __global double *err)
+{
+    const int n = get_global_id(0);
+    if (n >= rows) {
+        return;
+    }
+    mass[n] = 1.0;
+    err[n] = 0.0;
+    const int k = tile[n];
+    if (k < 0) {
+        return;
+    }
+    const double px = x[row0 + n], py = y[row0 + n];
+    const double fi = floor((px - bx0) / bh), fj = floor((py - by0) / bh);
+    if (fi >= 0.0 && fi < (double)bnx && fj >= 0.0 && fj < (double)bny
+        && (double)bound[(long)fj * bnx + (long)fi] >= reach) {
+        return;
+    }
+    const double x0 = geom[3 * k], y0 = geom[3 * k + 1], h = geom[3 * k + 2];
+    const long nx = shape[3 * k], ny = shape[3 * k + 1], off = shape[3 * k + 2];
+    double u = (px - x0) / h - 0.5, v = (py - y0) / h - 0.5;
+    u = fmin(fmax(u, 0.0), (double)nx - 1.000001);
+    v = fmin(fmax(v, 0.0), (double)ny - 1.000001);
+    const long i = (long)u, j = (long)v;
+    const double fx = u - (double)i, fy = v - (double)j;
+    __global const float *m = raster + off;
+    const long at = j * nx + i;
+    double lo_row = (1.0 - fx) * (double)m[at];
+    lo_row += fx * (double)m[at + 1];
+    double hi_row = (1.0 - fx) * (double)m[at + nx];
+    hi_row += fx * (double)m[at + nx + 1];
+    double val = (1.0 - fy) * lo_row;
+    val += fy * hi_row;
+    const long near = at + (fx > 0.5 ? 1 : 0) + (fy > 0.5 ? nx : 0);
+    double corr = fx * (1.0 - fx) * (double)m[nx * ny + near];
+    corr += fy * (1.0 - fy) * (double)m[2 * nx * ny + near];
+    val -= 0.5 * corr;
+    val = fmin(fmax(val, 0.0), 1.0);
+    mass[n] = val;
+    err[n] = val < 1.0 ? field_error : 0.0;
+}
+
+/* Which levels have a source within reach of each row block, one bit per level: the host's
+ * grid.block_levels, one work-item per block. Block b's rows (blocks[16 b ..], ~r a padding
+ * copy of row r) span a box; level l is kept when the presence grid's summed-area table of
+ * level l (sat + l (cells + 1)^2, row-major [i][j] for the cells [0, i) x [0, j) from (x0, y0)
+ * in steps of g) counts a source in the box widened by pad[l] and rounded out to whole
+ * cells. Levels with no source at all are never kept. The same float64 operations as the
+ * host's, so the same bits.
+ */
+static long presence_cell(const double v, const double v0, const double g, const int shift,
+                          const int cells)
+{
+    double c = floor((v - v0) / g) + (double)shift;
+    c = c < 0.0 ? 0.0 : (c > (double)cells ? (double)cells : c);
+    return (long)c;
+}
+
+__kernel void block_levels(__global const int *blocks, const int count,
+                           __global const double *x, __global const double *y,
+                           __global const int *sat, const int nlev, const int cells,
+                           const double x0, const double y0, const double g,
+                           __global const double *pad, __global ulong *near)
+{
+    const int b = get_global_id(0);
+    if (b >= count) {
+        return;
+    }
+    double xlo = INFINITY, xhi = -INFINITY, ylo = INFINITY, yhi = -INFINITY;
+    for (int j = 0; j < 16; j++) {
+        int r = blocks[16 * b + j];
+        r = r >= 0 ? r : ~r;
+        xlo = fmin(xlo, x[r]);
+        xhi = fmax(xhi, x[r]);
+        ylo = fmin(ylo, y[r]);
+        yhi = fmax(yhi, y[r]);
+    }
+    const long w = cells + 1;
+    ulong out = 0;
+    for (int lev = 0; lev < nlev; lev++) {
+        __global const int *s = sat + (size_t)lev * w * w;
+        if (s[w * w - 1] == 0) {
+            continue;
+        }
+        const long lx = presence_cell(xlo - pad[lev], x0, g, 0, cells);
+        const long hx = presence_cell(xhi + pad[lev], x0, g, 1, cells);
+        const long ly = presence_cell(ylo - pad[lev], y0, g, 0, cells);
+        const long hy = presence_cell(yhi + pad[lev], y0, g, 1, cells);
+        const int found = s[hx * w + hy] - s[lx * w + hy] - s[hx * w + ly] + s[lx * w + ly];
+        if (found > 0) {
+            out |= (ulong)1 << lev;
+        }
+    }
+    near[b] = out;
+}

@@ -58,6 +58,7 @@ from .times import TimeStructure
 
 if TYPE_CHECKING:
     from .binned import BinnedBackground
+    from .device import DeviceEvents
     from .device_sums import DeviceRowSums
 
 log = logging.getLogger(__name__)
@@ -144,7 +145,10 @@ def build_likelihood(
     rows = _rows(data, ts, settings, model=model, comm=comm, balance=balance)
     backend = _pair_backend(data, ts, settings, model=model, area=area, rows=rows, comm=comm)
     log.info("rank %d/%d: rows %d..%d of %d", comm.rank, comm.size, *rows, data.n)
-    masses = _edge_masses(data, region, edge, model=model, rows=rows, counties=counties)
+    masses = _edge_masses(
+        data, region, edge, model=model, rows=rows, counties=counties,
+        events=getattr(backend, "events", None),
+    )  # fmt: skip
     lattice = _lattice(data, ts, settings, area=area, rows=rows)
     return Likelihood(
         backend, data.time, window_end=window_end, comm=comm, times=ts, edge=masses,
@@ -171,10 +175,12 @@ def _edge_masses(
     model: int,
     rows: tuple[int, int],
     counties: tuple[np.ndarray, np.ndarray, np.ndarray] | None,
+    events: DeviceEvents | None = None,
 ) -> EdgeMass | None:
     """The trigger masses inside ``region`` the likelihood needs: this rank's rows'
     (``censored``: their compensator terms) or all N events' (``renormalized``: every source of
-    this rank's rows), or None without a region."""
+    this rank's rows), or None without a region; model 1's per-county rasters read on the
+    OpenCL device of ``events`` when given (:mod:`.region_groups_device`)."""
     if region is None:
         return None
     if edge not in EDGES:
@@ -186,7 +192,7 @@ def _edge_masses(
         groups = EventGroups.of_polygons(triangles, owner, np.asarray(codes)[r0:r1])
     return EdgeMass(
         region, data.x, data.y, rows=(r0, r1), density=data.density if model == 2 else None,
-        groups=groups,
+        groups=groups, events=events,
     )  # fmt: skip
 
 

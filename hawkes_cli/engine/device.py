@@ -27,6 +27,8 @@ log = logging.getLogger(__name__)
 #: Sources per vector step of the kernels; event arrays are padded to a multiple of this, plus
 #: one more step, so the last aligned 8-wide load stays inside the buffer.
 VEC = 8
+#: Work-items of an item-wise launch are a multiple of this (:func:`item_range`).
+ITEM_ROUND = 256
 #: Most events per chain: indices and counts are int32 and float32 in the kernels.
 MAX_EVENTS = 2**24 - 1
 #: A float64 pattern every new output buffer is filled with before any kernel runs (None:
@@ -58,6 +60,14 @@ def padded(values: np.ndarray, dtype: Any, fill: float) -> np.ndarray:
     out = np.full(((n + VEC - 1) // VEC) * VEC + VEC, fill, dtype=dtype)
     out[:n] = values
     return out
+
+
+def item_range(items: int) -> tuple[int]:
+    """Global size of a one-work-item-per-item launch whose kernel checks its bound: ``items``
+    rounded up to a multiple of :data:`ITEM_ROUND`, so that an implementation choosing the
+    work-group size can choose a full one (a global size of 1,000,008 = 8 x 125,001 divides
+    only into groups of 8 or fewer; PoCL on 2 cores ran both sizes equally fast)."""
+    return (max(-(-items // ITEM_ROUND) * ITEM_ROUND, ITEM_ROUND),)
 
 
 def launch_size(rows: int, work_group: int | None) -> tuple[int, tuple[int] | None]:

@@ -11,8 +11,10 @@ import math
 
 import numpy as np
 
+from .device import DeviceEvents
 from .region import LATTICE_STEPS, BoundaryRegion, RectangleRegion, Region
 from .region_groups import EventGroups, GroupedMass
+from .region_groups_device import DeviceGroupedMass
 
 #: :class:`EdgeMass` computes masses at ``sigma_x`` on a lattice of ``2^(1/MASS_STEPS)`` steps
 #: (cached per lattice point until the locations change) and interpolates linearly in
@@ -58,6 +60,10 @@ class EdgeMass:
         relative to ``rows[0]``) when their locations are redrawn inside their counties: model
         1's masses in a polygon region are then planned per county once per level
         (:mod:`.region_groups`), not per event and draw. None: per event.
+    events
+        The events on an OpenCL device: the per-county rasters are then read there
+        (:mod:`.region_groups_device`) from the locations the events' buffers hold, which must
+        be those :meth:`set_locations` gets. None: on the host.
 
     Masses are computed at the lattice points of :func:`mass_lattice` around ``sigma_x`` and
     interpolated between them in ``log sigma_x``; each lattice point's are cached (the last
@@ -73,6 +79,7 @@ class EdgeMass:
         rows: tuple[int, int],
         density: np.ndarray | None = None,
         groups: EventGroups | None = None,
+        events: DeviceEvents | None = None,
     ) -> None:
         self.region = region
         self.rows = rows
@@ -81,6 +88,11 @@ class EdgeMass:
             None if density is None else 1.0 / np.sqrt(np.asarray(density, np.float64)[r0:r1])
         )
         self._grouped = self._grouped_mass(groups)
+        self._device = (
+            None
+            if self._grouped is None or events is None
+            else DeviceGroupedMass(events, self._grouped, r0)
+        )
         self._cache: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self.set_locations(x, y)
 
@@ -148,7 +160,8 @@ class EdgeMass:
         """(mass, error scale) by the per-county plans; rows outside their county's box (a
         file's own locations) by the per-event path."""
         assert self._grouped is not None and self._outside is not None
-        m, e = self._grouped.mass_error(self._x, self._y, sigma_x)
+        got = None if self._device is None else self._device.mass_error(self._x, self._y, sigma_x)
+        m, e = self._grouped.mass_error(self._x, self._y, sigma_x) if got is None else got
         out = self._outside
         if out.size:
             s = np.broadcast_to(self.lengthscales(sigma_x), self._x.shape)[out]

@@ -1,8 +1,9 @@
 """The truncated trigger's grid index and row blocks on the device.
 
-:func:`upload_index` copies a :class:`~hawkes_cli.engine.grid.GridIndex` (numpy, host) into the
-buffers the kernels of ``kernels/truncated.cl`` read (:class:`IndexBuffers`) and allocates
-those its prefix sums and Hermite moments are written to; :class:`DeviceIndex` keeps them with
+:func:`upload_index` puts a :class:`~hawkes_cli.engine.grid.GridIndex` (numpy, host) into the
+buffers the kernels of ``kernels/truncated.cl`` read (:class:`IndexBuffers`; the sources in the
+index's order are gathered on the device by ``index_sources``) and allocates those its prefix
+sums and Hermite moments are written to; :class:`DeviceIndex` keeps them with
 what is cached per index (the per-level cut-offs of the last ``kappa``, the row blocks and
 their grouping level per time width, the ``sigma_t`` the prefix sums were made for).
 :class:`DeviceBlocks` is a set of row blocks with the levels within reach of each.
@@ -17,9 +18,9 @@ import numpy as np
 
 from .. import kernels
 from . import profile
-from .device import VEC, DeviceEvents
-from .grid import GridIndex
-from .launch import Buffer
+from .device import VEC, DeviceEvents, item_range
+from .grid import GridIndex, Presence
+from .launch import BlockLevelsArgs, Buffer, IndexSourcesArgs, kernel
 
 _PAD = VEC  # vector width of the kernel; sorted source arrays are padded by this
 
@@ -138,102 +139,144 @@ class DeviceBlocks:
     count: int
 
 
+@dataclass(frozen=True)
+class DevicePresence:
+    """The sources' counts per level (:class:`~hawkes_cli.engine.grid.Presence`) with its
+    summed-area tables on the device (``sat``, int32), for :meth:`block_levels`."""
+
+    presence: Presence
+    sat: Buffer
+
+    @classmethod
+    def upload(cls, events: DeviceEvents, presence: Presence) -> DevicePresence:
+        """``presence`` with its tables put on the device of ``events`` (once per set of
+        locations: 1 MB per level at 512 x 512 cells)."""
+        return cls(presence, events.upload(presence.sat.astype(np.int32)))
+
+    def block_levels(
+        self, events: DeviceEvents, blocks: Buffer, count: int, reach: np.ndarray
+    ) -> Buffer:
+        """:func:`~hawkes_cli.engine.grid.block_levels` of the ``count`` row blocks in
+        ``blocks`` (device, ``count`` x 16 int32) on the device (kernel ``block_levels``,
+        the same bits), the rows' locations read from the events' float64 copies; returns
+        the ``count`` uint64 level masks (device)."""
+        p = self.presence
+        nlev, w = p.sat.shape[0], p.sat.shape[1]
+        pad = np.asarray(reach, dtype=np.float64) * (1.0 + 1e-9) + 1e-12 * p.cell * (w - 1)
+        near = events.output(8 * max(count, 1), read=True)
+        if count:
+            args = BlockLevelsArgs(
+                blocks, count, events.buf_xd, events.buf_yd, self.sat, nlev, w - 1, p.x0, p.y0,
+                p.cell, events.upload(pad), near,
+            )  # fmt: skip
+            kernel(events.program(), "block_levels")(events.queue, item_range(count), None, args)
+        return near
+
+
 def _padded(values: np.ndarray, dtype: Any) -> np.ndarray:
     out = np.zeros(values.size + _PAD, dtype=dtype)
     out[: values.size] = values
     return out
 
 
-def _cell_offsets(
-    index: GridIndex, x: np.ndarray, y: np.ndarray, origin: tuple[float, float]
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Per source in ``index``'s sorted order: the cell size of its level, its coordinates
-    relative to the corner of its cell (in its level's grid) and its 4 x 4 sub-cell
-    ``4 qx + qy`` (uint8)."""
-    o = index.order
-    lev = index.level[o]
-    h, ih = index.h[lev], index.inv_h[lev]
-    xs, ys = x[o], y[o]
-    x0, y0 = origin
-    cx = np.floor((xs - x0) * ih)
-    cy = np.floor((ys - y0) * ih)
-    rx, ry = xs - (x0 + cx * h), ys - (y0 + cy * h)
-    qx = np.clip(np.floor(rx * (4.0 / h)), 0, 3)
-    qy = np.clip(np.floor(ry * (4.0 / h)), 0, 3)
-    return h, rx, ry, (4 * qx + qy).astype(np.uint8)
-
-
 def upload_index(
     events: DeviceEvents,
     index: GridIndex,
     *,
-    x: np.ndarray,
-    y: np.ndarray,
     origin: tuple[float, float],
     weight: np.ndarray,
+    weight_buffer: Buffer,
     floor: np.ndarray,
 ) -> IndexBuffers:
-    """Upload ``index`` of the sources at ``x``, ``y`` (the events' times, ``weight``) to the
-    device of ``events``.
+    """Put ``index`` of the events' current locations on the device of ``events``.
+
+    The sources' arrays in the index's sorted order are gathered on the device (kernel
+    ``index_sources``) from the float64 copies of times and locations the events keep
+    (:meth:`~.device.DeviceEvents.keep_float64_copies`) and ``weight_buffer``: only the
+    index's order and levels go up (8 bytes per event), not the seven sorted arrays.
 
     Parameters
     ----------
     events
-        The events on the device (times, working precision, buffers).
+        The events on the device (times, locations in float64, working precision).
     index
-        The grid index of these locations.
-    x, y : (N,) float64
-        The sources' current locations.
+        The grid index of the events' current locations.
     origin
         ``(x0, y0)``, the corner of every level's grid.
     weight : (N,) float64
-        ``w_m``: densities (model 2) or ones.
+        ``w_m``: densities (model 2) or ones; ``weight_buffer`` holds the same on the device.
     floor : (levels,) float64
         The smallest density of each density level.
     """
-    up, real = events.upload, events.real
+    up = events.upload
+    n = events.n
     o = index.order
-    w = weight[o]
-    h, rx, ry, sq = _cell_offsets(index, x, y, origin)
-    # expansion sources (sorted last): offsets from their box's centre over half the box
     mc0, mk0 = index.expanded
-    half = 0.5 * h[mk0:]
     slots = np.diff(index.cell_begin[mc0:]) // kernels.HERMITE_STRIDE + 1
     moff = np.concatenate([[0], np.cumsum(slots)]).astype(np.int32)
-    t = events.time[o]
-    slots_pre = events.n + index.cell_key.size + 1
+    slots_pre = n + index.cell_key.size + 1
+    hs = up(index.h)
+    st, sxr, syr, sw, std, swd, sq, enx, eny = _gather_sources(
+        events, index, hs, origin, weight_buffer
+    )
 
     def per_cell(ufunc: np.ufunc) -> np.ndarray:
         if not index.cell_key.size:
             return np.ones(1)
-        return ufunc.reduceat(w, index.cell_begin[:-1])
+        return ufunc.reduceat(weight[o], index.cell_begin[:-1])
 
+    # the smallest and largest density (model 1: weight 1) of each cell's sources; equal when
+    # the cell holds one density
+    one = weight.size == 0 or bool(weight[0] == 1.0 and np.all(weight == 1.0))
+    cells = max(index.cell_key.size, 1)
+    lo_hi = (
+        (np.ones(cells), np.ones(cells)) if one else (per_cell(np.minimum), per_cell(np.maximum))
+    )
     return IndexBuffers(
-        st=up(_padded(t, real)),
-        sxr=up(_padded(rx, real)),
-        syr=up(_padded(ry, real)),
-        sw=up(_padded(w, real)),
-        std=up(t),
-        swd=up(w),
-        sq=up(sq),
+        st=st, sxr=sxr, syr=syr, sw=sw, std=std, swd=swd, sq=sq,
         ckey=up(index.cell_key.astype(np.int64)),
         cbeg=up(index.cell_begin),
-        # the smallest and largest density (model 1: weight 1) of each cell's sources;
-        # equal when the cell holds one density
-        cdlo=up(per_cell(np.minimum)),
-        cdhi=up(per_cell(np.maximum)),
+        cdlo=up(lo_hi[0]),
+        cdhi=up(lo_hi[1]),
         loff=up(index.level_offset),
-        hs=up(index.h),
+        hs=hs,
         dlo=up(floor[index.band]),
-        enx=up(_padded(np.clip(rx[mk0:] / half - 1.0, -1.0, 1.0), np.float64)),
-        eny=up(_padded(np.clip(ry[mk0:] / half - 1.0, -1.0, 1.0), np.float64)),
+        enx=enx,
+        eny=eny,
         moff=up(moff),
         mom=events.output(8 * kernels.HERMITE_ORDER**2 * int(moff[-1]), read=True),
         pre=events.output(8 * slots_pre, read=True),
         pre16=events.output(16 * 8 * slots_pre, read=True),
         mc0=mc0,
         mk0=mk0,
-    )
+    )  # fmt: skip
+
+
+def _gather_sources(
+    events: DeviceEvents,
+    index: GridIndex,
+    hs: Buffer,
+    origin: tuple[float, float],
+    weight_buffer: Buffer,
+) -> tuple[Buffer, ...]:
+    """The sources in ``index``'s order on the device (kernel ``index_sources``): ``st, sxr,
+    syr, sw`` (working precision, padded), ``std, swd`` (float64), ``sq`` (uint8), ``enx,
+    eny`` (float64, padded) as :class:`IndexBuffers` names them (``hs``: the cell sizes)."""
+    up, real, out = events.upload, events.real, events.output
+    n, mk0 = events.n, index.expanded[1]
+    size = np.dtype(real).itemsize * (n + _PAD)
+    st, sxr, syr, sw = (out(size, read=True) for _ in range(4))
+    std, swd = out(8 * n, read=True), out(8 * n, read=True)
+    sq = out(n, read=True)
+    enx, eny = out(8 * (n - mk0 + _PAD), read=True), out(8 * (n - mk0 + _PAD), read=True)
+    args = IndexSourcesArgs(
+        up(index.order.astype(np.int32)), up(index.level.astype(np.int32)), hs,
+        up(index.inv_h), events.buf_td, events.buf_xd, events.buf_yd, weight_buffer,
+        float(origin[0]), float(origin[1]), n, n + _PAD, mk0, st, sxr, syr, sw, std, swd, sq,
+        enx, eny,
+    )  # fmt: skip
+    kernel(events.program(), "index_sources")(events.queue, item_range(n + _PAD), None, args)
+    return st, sxr, syr, sw, std, swd, sq, enx, eny
 
 
 def upload_amplitude(

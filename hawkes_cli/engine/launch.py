@@ -169,6 +169,80 @@ class DrawPointsArgs(KernelArgs):
     yl: Buffer
 
 
+@dataclass(frozen=True)
+class IndexSourcesArgs(KernelArgs):
+    """``index_sources``: a grid index's sources in its sorted order, from the float64 copies
+    on the device (:func:`hawkes_cli.engine.grid_upload.upload_index`)."""
+
+    order: Buffer
+    level: Buffer
+    hs: Buffer
+    ih: Buffer
+    td: Buffer
+    xd: Buffer
+    yd: Buffer
+    wd: Buffer
+    x0: float
+    y0: float
+    n: int
+    padded_n: int
+    mk0: int
+    st: Buffer
+    sxr: Buffer
+    syr: Buffer
+    sw: Buffer
+    std: Buffer
+    swd: Buffer
+    sq: Buffer
+    enx: Buffer
+    eny: Buffer
+
+
+@dataclass(frozen=True)
+class RasterMassArgs(KernelArgs):
+    """``raster_mass``: each row's trigger mass inside the study region read from its
+    county's tile raster behind the distance screen
+    (:mod:`hawkes_cli.engine.region_groups_device`)."""
+
+    x: Buffer
+    y: Buffer
+    row0: int
+    rows: int
+    tile: Buffer
+    geom: Buffer
+    shape: Buffer
+    raster: Buffer
+    bound: Buffer
+    bnx: int
+    bny: int
+    bx0: float
+    by0: float
+    bh: float
+    reach: float
+    field_error: float
+    mass: Buffer
+    err: Buffer
+
+
+@dataclass(frozen=True)
+class BlockLevelsArgs(KernelArgs):
+    """``block_levels``: which levels have a source within reach of each row block
+    (:func:`hawkes_cli.engine.grid.block_levels` on the device)."""
+
+    blocks: Buffer
+    count: int
+    x: Buffer
+    y: Buffer
+    sat: Buffer
+    nlev: int
+    cells: int
+    x0: float
+    y0: float
+    g: float
+    pad: Buffer
+    near: Buffer
+
+
 # --------------------------------------------------------------------------- truncated.cl
 @dataclass(frozen=True)
 class PrefixArgs(KernelArgs):
@@ -283,6 +357,9 @@ KERNEL_ARGS: dict[str, type[KernelArgs]] = {
     "background_pairs": BackgroundPairsArgs,
     "row_sums": RowSumsArgs,
     "draw_points": DrawPointsArgs,
+    "index_sources": IndexSourcesArgs,
+    "raster_mass": RasterMassArgs,
+    "block_levels": BlockLevelsArgs,
     "cell_prefix": PrefixArgs,
     "cell_prefix16": Prefix16Args,
     "cell_moments": MomentsArgs,

@@ -11,7 +11,7 @@ the float64 locations its own stages need.
 
 The points are those of :meth:`hawkes_cli.geo.PolygonSampler.place` bit for bit: the same
 comparisons and the same float64 operations in the same order, none contracted
-(``tests/test_point_draw.py`` compares them on the real counties).
+(``tests/test_device_stages.py`` compares them on the real counties).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from . import profile
-from .device import VEC, DeviceEvents, LocationBuffers
+from .device import VEC, DeviceEvents, LocationBuffers, item_range
 from .launch import DrawPointsArgs, kernel
 
 
@@ -109,7 +109,7 @@ class DevicePointDraw:
             ev.upload(r), self._code, self._offsets, self._key, self._tri, n, self._padded,
             bufs.xd, bufs.yd, bufs.xh, bufs.yh, bufs.xl, bufs.yl,
         )  # fmt: skip
-        self._kernel(ev.queue, (self._padded,), None, args)
+        self._kernel(ev.queue, item_range(self._padded), None, args)
         x, y = np.empty(n), np.empty(n)
         ev.read(x, bufs.xd)
         ev.read(y, bufs.yd)

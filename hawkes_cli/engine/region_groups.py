@@ -103,7 +103,7 @@ class EventGroups:
 
 
 @dataclass(frozen=True)
-class _Plan:
+class TilePlan:
     """One lattice level's reads: per tile, its raster's tag and box and the events it serves;
     and the events the per-event path takes (those of counties wider than a tile)."""
 
@@ -131,7 +131,7 @@ class GroupedMass:
 
     region: BoundaryRegion
     groups: EventGroups
-    _plans: dict[int, _Plan] = field(default_factory=dict, init=False, repr=False)
+    _plans: dict[int, TilePlan] = field(default_factory=dict, init=False, repr=False)
 
     def mass_error(
         self, x: np.ndarray, y: np.ndarray, sigma_x: float
@@ -142,15 +142,11 @@ class GroupedMass:
         n = self.groups.group.size
         out = np.ones(n)
         err = np.zeros(n)
-        pos = LATTICE_STEPS * np.log2(float(sigma_x))
-        k, frac = round(pos), 0.0  # a lattice point reads one level
-        if abs(pos - k) >= 1e-9:
-            k = math.floor(pos)
-            frac = pos - k
-        plan = self._plan(k)
+        k, frac = self.level_of(sigma_x)
+        plan = self.plan(k)
         # events farther than CUTOFF lengthscales (the upper level's) from the boundary keep
         # all their mass: one lookup each (:mod:`.region_screen`), no raster read
-        reach = CUTOFF * 2.0 ** ((k + 1) / LATTICE_STEPS)
+        reach = self.reach(k)
         screen = self.region.screen(x, y)
         for tag, box, tile_rows in plan.tiles:
             rows = tile_rows[~screen.far(x[tile_rows], y[tile_rows], reach)]
@@ -168,7 +164,24 @@ class GroupedMass:
             out[rows], err[rows] = self.region.mass_error(x[rows], y[rows], sigma_x)
         return out, err
 
-    def _plan(self, k: int) -> _Plan:
+    @staticmethod
+    def level_of(sigma_x: float) -> tuple[int, float]:
+        """``(k, frac)``: the raster level below ``sigma_x`` and the weight of the next one
+        (0 at a lattice point, which reads one level)."""
+        pos = LATTICE_STEPS * np.log2(float(sigma_x))
+        k, frac = round(pos), 0.0
+        if abs(pos - k) >= 1e-9:
+            k = math.floor(pos)
+            frac = pos - k
+        return int(k), float(frac)
+
+    @staticmethod
+    def reach(k: int) -> float:
+        """Distance (coordinate units) beyond which level ``k``'s events keep all their mass:
+        ``CUTOFF`` lengthscales of the level above."""
+        return CUTOFF * 2.0 ** ((k + 1) / LATTICE_STEPS)
+
+    def plan(self, k: int) -> TilePlan:
         """The plan of level ``k`` (kept)."""
         hit = self._plans.pop(k, None)
         if hit is None:
@@ -178,7 +191,7 @@ class GroupedMass:
             del self._plans[next(iter(self._plans))]
         return hit
 
-    def _make_plan(self, k: int) -> _Plan:
+    def _make_plan(self, k: int) -> TilePlan:
         s_lo = 2.0 ** (k / LATTICE_STEPS)
         s_hi = s_lo * 2.0 ** (1.0 / LATTICE_STEPS)
         index = self.region.segment_index(s_hi)
@@ -206,5 +219,5 @@ class GroupedMass:
             cells += ((box[1] - box[0]) / h) * ((box[3] - box[2]) / h)
             tiles.append(((a, b, "groups"), box, self.groups.rows(members[mine])))
         if cells > MAX_FIELD_CELLS:  # too many cells: the per-event path for them all
-            return _Plan([], self.groups.rows(np.flatnonzero(near)))
-        return _Plan(tiles, per_event)
+            return TilePlan([], self.groups.rows(np.flatnonzero(near)))
+        return TilePlan(tiles, per_event)

@@ -116,7 +116,6 @@ from .grid import (
     EXP_SPAN,
     EXPAND_MIN,
     KAPPA_MAX,
-    block_levels,
     build_index,
     grouping_level,
     initial_kappa,
@@ -129,7 +128,7 @@ from .grid import (
     source_levels,
     temporal_sums,
 )
-from .grid_upload import DeviceBlocks, DeviceIndex, upload_index
+from .grid_upload import DeviceBlocks, DeviceIndex, DevicePresence, upload_index
 from .launch import BlocksArgs, MomentsArgs, Prefix16Args, PrefixArgs, kernel
 from .opencl import LOG2E, OpenCLBackend
 from .rowcheck import RowCheck
@@ -227,6 +226,7 @@ class TruncatedBackend(SwitchedTrigger, BoundedPairBackend):
         )
         self.kappa = float(self.first_guess() if kappa is None else kappa)
         events.keep_float64_copies()
+        self._buf_wd = events.upload(self._w)  # the sources' weights in float64 (index upload)
         self._reset_locations()
         nrows = self.row_stop - self.row_start
         self._e_host = np.empty(nrows)
@@ -314,7 +314,8 @@ class TruncatedBackend(SwitchedTrigger, BoundedPairBackend):
         self._x, self._y = self.events.x, self.events.y
         self._x0, self._y0 = float(self._x.min()), float(self._y.min())
         with profile.stage("presence"):
-            self._presence = level_presence(self._x, self._y, self._level, self.nlevels)
+            presence = level_presence(self._x, self._y, self._level, self.nlevels)
+            self._presence = DevicePresence.upload(self.events, presence)
         self._index_cache: OrderedDict[tuple[float, float], DeviceIndex] = OrderedDict()
         self._block_cache.clear()
 
@@ -346,10 +347,9 @@ class TruncatedBackend(SwitchedTrigger, BoundedPairBackend):
             buffers = upload_index(
                 self.events,
                 index,
-                x=self._x,
-                y=self._y,
                 origin=(self._x0, self._y0),
                 weight=self._w,
+                weight_buffer=self._buf_wd,
                 floor=self._floor,
             )
         hit = DeviceIndex(index, buffers)
@@ -612,9 +612,10 @@ class TruncatedBackend(SwitchedTrigger, BoundedPairBackend):
         reach per level is ``1.5 R_l``, see the module docstring)."""
         reach = _REACH * np.sqrt(2.0 * level_kappas(kappa, self._ceil) / self._floor)
         reach = reach * lattice_up(sigma_x)
-        with profile.stage("block levels"):
-            near = block_levels(self._presence, self._x, self._y, blocks, reach)
-        return DeviceBlocks(self.events.upload(blocks), self.events.upload(near), blocks.shape[0])
+        with profile.stage("block levels"):  # on the device (grid.block_levels, same bits)
+            rows = self.events.upload(blocks)
+            near = self._presence.block_levels(self.events, rows, blocks.shape[0], reach)
+        return DeviceBlocks(rows, near, blocks.shape[0])
 
     # ------------------------------------------------------------------ the cut-off
     def calibrate(
