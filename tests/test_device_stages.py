@@ -127,6 +127,20 @@ def test_location_stream_device_and_host_agree():
     np.testing.assert_array_equal(b[1], last[1])
 
 
+def _truncated(model: int, precision: str, seed: int):
+    """6,000 events of the self-check's data (a dense city with expansion boxes, densities
+    over several levels) on the device, and a truncated backend of them: t, x, y, events, it."""
+    from hawkes_cli.engine.device import Device, DeviceEvents
+    from hawkes_cli.engine.selfcheck import check_events
+    from hawkes_cli.engine.truncated import TruncatedBackend
+
+    t, x, y, d = check_events(6000, seed)
+    events = DeviceEvents(Device.select(None), t, x, y, d if model == 2 else None,
+                          precision=precision)  # fmt: skip
+    tr = TruncatedBackend(events, model=model, area=25.0, tolerance=0.1, kappa=20.0)
+    return t, x, y, events, tr
+
+
 def _host_sources(index, time, x, y, weight, origin, real):
     """The sorted sources as the host computed them before ``index_sources`` (the reference):
     time, weight, offset from the cell's corner, 4 x 4 sub-cell, expansion offsets."""
@@ -161,14 +175,7 @@ def test_index_sources_gathered_on_the_device_are_the_hosts(model, precision):
     offsets) gathered by ``index_sources`` equal the host's numpy computation bit for bit, on
     data with expansion boxes (a dense city) and several density levels, before and after a
     location redraw."""
-    from hawkes_cli.engine.device import Device, DeviceEvents
-    from hawkes_cli.engine.selfcheck import check_events
-    from hawkes_cli.engine.truncated import TruncatedBackend
-
-    t, x, y, d = check_events(6000, 3)
-    events = DeviceEvents(Device.select(None), t, x, y, d if model == 2 else None,
-                          precision=precision)  # fmt: skip
-    tr = TruncatedBackend(events, model=model, area=25.0, tolerance=0.1, kappa=20.0)
+    t, x, y, events, tr = _truncated(model, precision, 3)
     rng = np.random.default_rng(0)
     for moved in (False, True):
         if moved:
@@ -223,15 +230,9 @@ def test_block_levels_on_the_device_are_the_hosts(model):
     """The levels within reach of each row block, found on the device from the presence
     grid's tables, are grid.block_levels' bit for bit (every level's bit, model 2's many
     levels), and a redraw's new presence gives the new blocks' levels."""
-    from hawkes_cli.engine.device import Device, DeviceEvents
     from hawkes_cli.engine.grid import block_levels, lattice_up, level_kappas
-    from hawkes_cli.engine.selfcheck import check_events
-    from hawkes_cli.engine.truncated import TruncatedBackend
 
-    t, x, y, d = check_events(6000, 4)
-    events = DeviceEvents(Device.select(None), t, x, y, d if model == 2 else None,
-                          precision="float32")  # fmt: skip
-    tr = TruncatedBackend(events, model=model, area=25.0, tolerance=0.1, kappa=20.0)
+    _, x, y, events, tr = _truncated(model, "float32", 4)
     rng = np.random.default_rng(1)
     for moved in (False, True):
         if moved:
