@@ -720,3 +720,44 @@ __kernel void block_levels(__global const int *blocks, const int count,
     }
     near[b] = out;
 }
+
+/* The presence grid of the row blocks' level test (engine/grid.py level_presence) on the
+ * device: presence_count adds each source to its level's cell (atomic; the table starts at
+ * zero), sat[l][gx + 1][gy + 1] with (gx, gy) = floor((x - x0) / g), floor((y - y0) / g)
+ * clamped to [0, cells - 1]; presence_scan then sums each level's counts into its summed-area
+ * table, along j for every row i (axis 0: one work-item per level and row) and along i for
+ * every column j (axis 1). Integer sums: the same table as the host's, whatever the order.
+ */
+__kernel void presence_count(__global const double *x, __global const double *y,
+                             __global const int *level, const int n, const int cells,
+                             const double x0, const double y0, const double g,
+                             __global int *sat)
+{
+    const int m = get_global_id(0);
+    if (m >= n) {
+        return;
+    }
+    double gx = floor((x[m] - x0) / g), gy = floor((y[m] - y0) / g);
+    gx = gx < 0.0 ? 0.0 : (gx > (double)(cells - 1) ? (double)(cells - 1) : gx);
+    gy = gy < 0.0 ? 0.0 : (gy > (double)(cells - 1) ? (double)(cells - 1) : gy);
+    const long w = cells + 1;
+    atomic_inc(sat + (size_t)level[m] * w * w + ((long)gx + 1) * w + ((long)gy + 1));
+}
+
+__kernel void presence_scan(__global int *sat, const int nlev, const int cells, const int axis)
+{
+    const int k = get_global_id(0);
+    const long w = cells + 1;
+    if (k >= nlev * w) {
+        return;
+    }
+    __global int *s = sat + (size_t)(k / w) * w * w;
+    const long line = k % w;
+    const long step = axis == 0 ? 1 : w; /* along j within row `line`, or along i */
+    __global int *p = s + (axis == 0 ? line * w : line);
+    int acc = 0;
+    for (long i = 0; i < w; i++) {
+        acc += p[i * step];
+        p[i * step] = acc;
+    }
+}

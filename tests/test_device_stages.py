@@ -1,7 +1,8 @@
 """Host stages of a location redraw moved onto the OpenCL device, each against the host's own
 computation: the location draw (engine/point_draw.py), the grid index's sorted sources
-(``index_sources``), model 1's per-county edge masses (engine/region_groups_device.py) and the
-row blocks' levels within reach (``block_levels``).
+(``index_sources``), model 1's per-county edge masses (engine/region_groups_device.py), the
+presence grid (``presence_count``, ``presence_scan``) and the row blocks' levels within reach
+(``block_levels``).
 
 Each must give the host's numbers (bit for bit where the host's float64 operations can be
 repeated exactly; the masses to float64 rounding) and leave them where the kernels read them,
@@ -227,10 +228,10 @@ def test_grouped_masses_read_on_the_device_are_the_hosts(counties, sigma_x):
 
 @pytest.mark.parametrize("model", [1, 2])
 def test_block_levels_on_the_device_are_the_hosts(model):
-    """The levels within reach of each row block, found on the device from the presence
-    grid's tables, are grid.block_levels' bit for bit (every level's bit, model 2's many
-    levels), and a redraw's new presence gives the new blocks' levels."""
-    from hawkes_cli.engine.grid import block_levels, lattice_up, level_kappas
+    """The presence grid's summed-area tables counted on the device are grid.level_presence's,
+    and the levels within reach of each row block found from them are grid.block_levels' bit
+    for bit (every level's bit, model 2's many levels), before and after a redraw."""
+    from hawkes_cli.engine.grid import block_levels, lattice_up, level_kappas, level_presence
 
     _, x, y, events, tr = _truncated(model, "float32", 4)
     rng = np.random.default_rng(1)
@@ -243,7 +244,12 @@ def test_block_levels_on_the_device_are_the_hosts(model):
             blocks = tr._row_blocks(di, 10.0)
             reach = 1.5 * np.sqrt(2.0 * level_kappas(lattice_up(tr.kappa), tr._ceil) / tr._floor)
             reach = reach * lattice_up(sigma_x)
-            want = block_levels(tr._presence.presence, x, y, blocks, reach)
+            presence = level_presence(x, y, tr._level, tr.nlevels)
+            dp = tr._presence
+            assert (dp.x0, dp.y0, dp.cell) == (presence.x0, presence.y0, presence.cell)
+            sat = _read(events, dp.sat, np.int32, presence.sat.size).reshape(presence.sat.shape)
+            np.testing.assert_array_equal(sat, presence.sat)
+            want = block_levels(presence, x, y, blocks, reach)
             got = _read(events, tr._presence.block_levels(events, events.upload(blocks),
                         blocks.shape[0], reach), np.uint64, blocks.shape[0])  # fmt: skip
             assert np.any(want != want[0]) or model == 1  # blocks differ in their levels

@@ -19,8 +19,15 @@ import numpy as np
 from .. import kernels
 from . import profile
 from .device import VEC, DeviceEvents, item_range
-from .grid import GridIndex, Presence
-from .launch import BlockLevelsArgs, Buffer, IndexSourcesArgs, kernel
+from .grid import PRESENCE_CELLS, GridIndex
+from .launch import (
+    BlockLevelsArgs,
+    Buffer,
+    IndexSourcesArgs,
+    PresenceCountArgs,
+    PresenceScanArgs,
+    kernel,
+)
 
 _PAD = VEC  # vector width of the kernel; sorted source arrays are padded by this
 
@@ -141,17 +148,57 @@ class DeviceBlocks:
 
 @dataclass(frozen=True)
 class DevicePresence:
-    """The sources' counts per level (:class:`~hawkes_cli.engine.grid.Presence`) with its
-    summed-area tables on the device (``sat``, int32), for :meth:`block_levels`."""
+    """The sources' counts per level on a grid over the data's extent, as
+    :func:`~hawkes_cli.engine.grid.level_presence` makes them (same corner, cell and tables),
+    built and kept on the device for :meth:`block_levels`.
 
-    presence: Presence
+    Attributes
+    ----------
+    x0, y0, cell : float
+        The grid's corner and cell size (coordinate units).
+    levels, cells : int
+        Levels, and cells per side.
+    sat : Buffer
+        ``levels x (cells + 1) x (cells + 1)`` int32 summed-area tables (``Presence.sat``).
+    """
+
+    x0: float
+    y0: float
+    cell: float
+    levels: int
+    cells: int
     sat: Buffer
 
     @classmethod
-    def upload(cls, events: DeviceEvents, presence: Presence) -> DevicePresence:
-        """``presence`` with its tables put on the device of ``events`` (once per set of
-        locations: 1 MB per level at 512 x 512 cells)."""
-        return cls(presence, events.upload(presence.sat.astype(np.int32)))
+    def build(
+        cls,
+        events: DeviceEvents,
+        x: np.ndarray,
+        y: np.ndarray,
+        level: Buffer,
+        levels: int,
+        cells: int = PRESENCE_CELLS,
+    ) -> DevicePresence:
+        """Count the events at ``x``, ``y`` (host copies of the events' float64 locations on
+        the device, shape (N,), N > 0; their extent sets the grid) by their grid level
+        (``level``: int32 per event on the device, ``levels`` of them) on the device: kernels
+        ``presence_count`` and ``presence_scan``."""
+        x0, y0 = float(x.min()), float(y.min())
+        cell = max(float(x.max()) - x0, float(y.max()) - y0, 1e-300) / cells
+        w = cells + 1
+        sat = events.zeroed(4 * levels * w * w)
+        program, n = events.program(), events.n
+        args = PresenceCountArgs(events.buf_xd, events.buf_yd, level, n, cells, x0, y0, cell, sat)
+        kernel(program, "presence_count")(events.queue, item_range(n), None, args)
+        scan = kernel(program, "presence_scan")
+        for axis in (0, 1):
+            scan(
+                events.queue,
+                item_range(levels * w),
+                None,
+                PresenceScanArgs(sat, levels, cells, axis),
+            )
+        return cls(x0, y0, cell, levels, cells, sat)
 
     def block_levels(
         self, events: DeviceEvents, blocks: Buffer, count: int, reach: np.ndarray
@@ -160,14 +207,12 @@ class DevicePresence:
         ``blocks`` (device, ``count`` x 16 int32) on the device (kernel ``block_levels``,
         the same bits), the rows' locations read from the events' float64 copies; returns
         the ``count`` uint64 level masks (device)."""
-        p = self.presence
-        nlev, w = p.sat.shape[0], p.sat.shape[1]
-        pad = np.asarray(reach, dtype=np.float64) * (1.0 + 1e-9) + 1e-12 * p.cell * (w - 1)
+        pad = np.asarray(reach, dtype=np.float64) * (1.0 + 1e-9) + 1e-12 * self.cell * self.cells
         near = events.output(8 * max(count, 1), read=True)
         if count:
             args = BlockLevelsArgs(
-                blocks, count, events.buf_xd, events.buf_yd, self.sat, nlev, w - 1, p.x0, p.y0,
-                p.cell, events.upload(pad), near,
+                blocks, count, events.buf_xd, events.buf_yd, self.sat, self.levels, self.cells,
+                self.x0, self.y0, self.cell, events.upload(pad), near,
             )  # fmt: skip
             kernel(events.program(), "block_levels")(events.queue, item_range(count), None, args)
         return near

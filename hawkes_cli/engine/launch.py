@@ -243,6 +243,32 @@ class BlockLevelsArgs(KernelArgs):
     near: Buffer
 
 
+@dataclass(frozen=True)
+class PresenceCountArgs(KernelArgs):
+    """``presence_count``: each source counted in its level's presence cell (atomic)."""
+
+    x: Buffer
+    y: Buffer
+    level: Buffer
+    n: int
+    cells: int
+    x0: float
+    y0: float
+    g: float
+    sat: Buffer
+
+
+@dataclass(frozen=True)
+class PresenceScanArgs(KernelArgs):
+    """``presence_scan``: the counts into summed-area tables, along rows (axis 0) then
+    columns (axis 1)."""
+
+    sat: Buffer
+    nlev: int
+    cells: int
+    axis: int
+
+
 # --------------------------------------------------------------------------- truncated.cl
 @dataclass(frozen=True)
 class PrefixArgs(KernelArgs):
@@ -360,6 +386,8 @@ KERNEL_ARGS: dict[str, type[KernelArgs]] = {
     "index_sources": IndexSourcesArgs,
     "raster_mass": RasterMassArgs,
     "block_levels": BlockLevelsArgs,
+    "presence_count": PresenceCountArgs,
+    "presence_scan": PresenceScanArgs,
     "cell_prefix": PrefixArgs,
     "cell_prefix16": Prefix16Args,
     "cell_moments": MomentsArgs,

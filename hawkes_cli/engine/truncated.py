@@ -122,7 +122,6 @@ from .grid import (
     lattice_up,
     level_bands,
     level_kappas,
-    level_presence,
     row_blocks,
     row_groups,
     source_levels,
@@ -227,6 +226,7 @@ class TruncatedBackend(SwitchedTrigger, BoundedPairBackend):
         self.kappa = float(self.first_guess() if kappa is None else kappa)
         events.keep_float64_copies()
         self._buf_wd = events.upload(self._w)  # the sources' weights in float64 (index upload)
+        self._buf_level = events.upload(self._level.astype(np.int32))  # (presence grid)
         self._reset_locations()
         nrows = self.row_stop - self.row_start
         self._e_host = np.empty(nrows)
@@ -314,8 +314,9 @@ class TruncatedBackend(SwitchedTrigger, BoundedPairBackend):
         self._x, self._y = self.events.x, self.events.y
         self._x0, self._y0 = float(self._x.min()), float(self._y.min())
         with profile.stage("presence"):
-            presence = level_presence(self._x, self._y, self._level, self.nlevels)
-            self._presence = DevicePresence.upload(self.events, presence)
+            self._presence = DevicePresence.build(
+                self.events, self._x, self._y, self._buf_level, self.nlevels
+            )
         self._index_cache: OrderedDict[tuple[float, float], DeviceIndex] = OrderedDict()
         self._block_cache.clear()
 
