@@ -532,10 +532,10 @@ __kernel void draw_points(__global const double *r, __global const int *code,
     dy = v * dy;
     x = x + dx;
     y = y + dy;
-    const double x_lo = fmin(fmin(ax, bx), cx), x_hi = fmax(fmax(ax, bx), cx);
-    const double y_lo = fmin(fmin(ay, by), cy), y_hi = fmax(fmax(ay, by), cy);
-    x = fmin(fmax(x, x_lo), x_hi);
-    y = fmin(fmax(y, y_lo), y_hi);
+    const double x_lo = min(min(ax, bx), cx), x_hi = max(max(ax, bx), cx);
+    const double y_lo = min(min(ay, by), cy), y_hi = max(max(ay, by), cy);
+    x = min(max(x, x_lo), x_hi);
+    y = min(max(y, y_lo), y_hi);
     xd[i] = x;
     yd[i] = y;
     const real hx = (real)x, hy = (real)y;
@@ -590,7 +590,7 @@ __kernel void index_sources(__global const int *order, __global const int *level
     corny = y0 + corny;
     const double rx = x - cornx, ry = y - corny;
     const double q = 4.0 / h;
-    const double qx = clamp(floor(rx * q), 0.0, 3.0), qy = clamp(floor(ry * q), 0.0, 3.0);
+    const double qx = min(max(floor(rx * q), 0.0), 3.0), qy = min(max(floor(ry * q), 0.0), 3.0);
     const double t = td[m], w = wd[m];
     st[k] = (real)t;
     std[k] = t;
@@ -601,8 +601,8 @@ __kernel void index_sources(__global const int *order, __global const int *level
     sq[k] = (uchar)(4.0 * qx + qy);
     if (k >= mk0) {
         const double half_box = 0.5 * h;
-        enx[k - mk0] = clamp(rx / half_box - 1.0, -1.0, 1.0);
-        eny[k - mk0] = clamp(ry / half_box - 1.0, -1.0, 1.0);
+        enx[k - mk0] = min(max(rx / half_box - 1.0, -1.0), 1.0);
+        eny[k - mk0] = min(max(ry / half_box - 1.0, -1.0), 1.0);
     }
 }
 
@@ -646,8 +646,8 @@ __kernel void raster_mass(__global const double *x, __global const double *y, co
     const double x0 = geom[3 * k], y0 = geom[3 * k + 1], h = geom[3 * k + 2];
     const long nx = shape[3 * k], ny = shape[3 * k + 1], off = shape[3 * k + 2];
     double u = (px - x0) / h - 0.5, v = (py - y0) / h - 0.5;
-    u = fmin(fmax(u, 0.0), (double)nx - 1.000001);
-    v = fmin(fmax(v, 0.0), (double)ny - 1.000001);
+    u = min(max(u, 0.0), (double)nx - 1.000001);
+    v = min(max(v, 0.0), (double)ny - 1.000001);
     const long i = (long)u, j = (long)v;
     const double fx = u - (double)i, fy = v - (double)j;
     __global const float *m = raster + off;
@@ -662,7 +662,7 @@ __kernel void raster_mass(__global const double *x, __global const double *y, co
     double corr = fx * (1.0 - fx) * (double)m[nx * ny + near];
     corr += fy * (1.0 - fy) * (double)m[2 * nx * ny + near];
     val -= 0.5 * corr;
-    val = fmin(fmax(val, 0.0), 1.0);
+    val = min(max(val, 0.0), 1.0);
     mass[n] = val;
     err[n] = val < 1.0 ? field_error : 0.0;
 }
@@ -697,10 +697,10 @@ __kernel void block_levels(__global const int *blocks, const int count,
     for (int j = 0; j < 16; j++) {
         int r = blocks[16 * b + j];
         r = r >= 0 ? r : ~r;
-        xlo = fmin(xlo, x[r]);
-        xhi = fmax(xhi, x[r]);
-        ylo = fmin(ylo, y[r]);
-        yhi = fmax(yhi, y[r]);
+        xlo = min(xlo, x[r]);
+        xhi = max(xhi, x[r]);
+        ylo = min(ylo, y[r]);
+        yhi = max(yhi, y[r]);
     }
     const long w = cells + 1;
     ulong out = 0;
