@@ -526,7 +526,8 @@ def level_presence(
 def block_levels(
     presence: Presence, x: np.ndarray, y: np.ndarray, blocks: np.ndarray, reach: np.ndarray
 ) -> np.ndarray:
-    """Which levels have a source within reach of each row block, one bit per level.
+    """Which levels have a source within reach of each row block, one bit per level (the host
+    reference of the device's ``block_levels``, :class:`.grid_upload.DevicePresence`).
 
     The row-block kernel skips level l for block b unless bit l of ``out[b]`` is set. A level
     is left out only when none of its sources lies within ``reach[l]`` of the block's rows
