@@ -135,6 +135,12 @@ def summarise(rows: list[dict], skip: int) -> dict:
             stages.setdefault(k, [0.0, 0.0])
             stages[k][0] += v["cpu_s"] / len(rows)
             stages[k][1] += v["calls"] / len(rows)
+
+    def stage_median(name: str) -> float:
+        """Median over the rows (0 where an iteration did not run the stage): a one-off build
+        (a new raster level) moves the mean, not this."""
+        return statistics.median(float(r["stages"].get(name, {}).get("cpu_s", 0.0)) for r in rows)
+
     return {
         "iterations": len(rows),
         "wall_s": med("wall_s"),
@@ -148,7 +154,10 @@ def summarise(rows: list[dict], skip: int) -> dict:
         "mean_wall_s": statistics.fmean(float(r["wall_s"]) for r in rows),
         "mean_host_cpu_s": statistics.fmean(float(r["host_cpu_s"]) for r in rows),
         "kernels": {k: {"seconds": v[0], "launches": v[1]} for k, v in sorted(kernels.items())},
-        "stages": {k: {"cpu_s": v[0], "calls": v[1]} for k, v in sorted(stages.items())},
+        "stages": {
+            k: {"cpu_s": v[0], "median_cpu_s": stage_median(k), "calls": v[1]}
+            for k, v in sorted(stages.items())
+        },
     }
 
 
@@ -168,7 +177,8 @@ def text(meta: dict, results: dict) -> str:
         f"(tiered 10+1, float32, tolerance 0.05, edge censored, continuous times), "
         f"{meta['device']}, {meta['machine']}, commit {meta['commit']}",
         "# per iteration, medians over the iterations after the first "
-        f"{meta['skip']} (host = main thread's CPU; kernels from OpenCL profiling events)",
+        f"{meta['skip']} (host = main thread's CPU; kernels from OpenCL profiling events); "
+        "kernels and host stages: means over those iterations (stages: median beside)",
         "config      its  wall s  host s  kernel s  trig  MB up  MB down  syncs",
     ]
     for name, r in results.items():
@@ -188,9 +198,10 @@ def text(meta: dict, results: dict) -> str:
         lines.append(f"\n{name}: kernels (device s per iteration, launches)")
         for k, v in sorted(s["kernels"].items(), key=lambda kv: -kv[1]["seconds"]):
             lines.append(f"  {k:<22} {v['seconds']:>8.4f}  {v['launches']:>5.1f}")
-        lines.append(f"{name}: host stages (main-thread CPU s per iteration, calls)")
+        lines.append(f"{name}: host stages (main-thread CPU s per iteration: mean, median; calls)")
         for k, v in sorted(s["stages"].items(), key=lambda kv: -kv[1]["cpu_s"]):
-            lines.append(f"  {k:<22} {v['cpu_s']:>8.4f}  {v['calls']:>5.1f}")
+            med = v.get("median_cpu_s", float("nan"))
+            lines.append(f"  {k:<22} {v['cpu_s']:>8.4f}  {med:>8.4f}  {v['calls']:>5.1f}")
     chosen = [f"  {name}: {r['trigger_choice']}" for name, r in results.items()
               if r.get("trigger_choice")]  # fmt: skip
     if chosen:

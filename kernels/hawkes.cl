@@ -606,44 +606,16 @@ __kernel void index_sources(__global const int *order, __global const int *level
     }
 }
 
-/* Each row's trigger mass inside a polygon region read from the rasters of its county's tile
- * (engine/region_groups.py: model 1, locations redrawn inside their counties), the read of
- * engine/region.py's _Field, behind the distance screen of engine/region_screen.py.
- *
- * Row n (event row0 + n) of tile k = tile[n] (k < 0: no raster, mass 1) reads the tile's
- * raster: geom[3k ..] = x0, y0, h (its corner and cell side), shape[3k ..] = nx, ny, off (its
- * cells and where it starts in raster): three layers of nx ny floats (the mass, its second
- * differences along x and along y). Bilinear between cell
- * centres less fx (1 - fx) Mxx / 2 + fy (1 - fy) Myy / 2 at the nearest centre, clamped to
- * [0, 1]; err = field_error where the mass is below 1. A row the screen (bound: bny x bnx cells
- * of side bh from (bx0, by0), a lower bound on the distance to the boundary) puts at least
- * reach from the boundary keeps mass 1, err 0.
+/* Read of one tile raster at (px, py): geom[4k ..] = x0, y0, h (its corner and cell side),
+ * shape[3k ..] = nx, ny, off (its cells and where it starts in raster): three layers of nx ny
+ * floats (the mass, its second differences along x and along y). Bilinear between cell
+ * centres less fx (1 - fx) Mxx / 2 + fy (1 - fy) Myy / 2 at the nearest centre (not clamped).
  */
-__kernel void raster_mass(__global const double *x, __global const double *y, const int row0,
-                          const int rows, __global const int *tile,
-                          __global const double *geom, __global const long *shape,
-                          __global const float *raster, __global const float *bound,
-                          const int bnx, const int bny, const double bx0, const double by0,
-                          const double bh, const double reach, const double field_error,
-                          __global double *mass, __global double *err)
+static double raster_read(__global const double *geom, __global const long *shape,
+                          __global const float *raster, const int k, const double px,
+                          const double py)
 {
-    const int n = get_global_id(0);
-    if (n >= rows) {
-        return;
-    }
-    mass[n] = 1.0;
-    err[n] = 0.0;
-    const int k = tile[n];
-    if (k < 0) {
-        return;
-    }
-    const double px = x[row0 + n], py = y[row0 + n];
-    const double fi = floor((px - bx0) / bh), fj = floor((py - by0) / bh);
-    if (fi >= 0.0 && fi < (double)bnx && fj >= 0.0 && fj < (double)bny
-        && (double)bound[(long)fj * bnx + (long)fi] >= reach) {
-        return;
-    }
-    const double x0 = geom[3 * k], y0 = geom[3 * k + 1], h = geom[3 * k + 2];
+    const double x0 = geom[4 * k], y0 = geom[4 * k + 1], h = geom[4 * k + 2];
     const long nx = shape[3 * k], ny = shape[3 * k + 1], off = shape[3 * k + 2];
     double u = (px - x0) / h - 0.5, v = (py - y0) / h - 0.5;
     u = min(max(u, 0.0), (double)nx - 1.000001);
@@ -662,6 +634,53 @@ __kernel void raster_mass(__global const double *x, __global const double *y, co
     double corr = fx * (1.0 - fx) * (double)m[nx * ny + near];
     corr += fy * (1.0 - fy) * (double)m[2 * nx * ny + near];
     val -= 0.5 * corr;
+    return val;
+}
+
+/* Each row's trigger mass inside a polygon region read from the rasters of its county's tile
+ * (engine/region_groups.py: locations redrawn inside their counties), the read of
+ * engine/region.py's _Field, behind the distance screen of engine/region_screen.py.
+ *
+ * Row n (event row0 + n) of tile k = tile[n] (k < 0: no raster, mass 1) reads the tile's
+ * raster (raster_read; geom[4k + 3] is the tile's reach). Where the tile has an upper raster
+ * (the next lattice level's, tile u = upper[k] >= 0), the row's mass is (1 - f) lo + f hi with
+ * f = frac[n] (model 2: each county's lengthscale between two levels); then clamped to [0, 1];
+ * err = field_error where the mass is below 1. A row the screen (bound: bny x bnx cells of
+ * side bh from (bx0, by0), a lower bound on the distance to the boundary) puts at least its
+ * tile's reach from the boundary keeps mass 1, err 0.
+ */
+__kernel void raster_mass(__global const double *x, __global const double *y, const int row0,
+                          const int rows, __global const int *tile, __global const double *frac,
+                          __global const double *geom, __global const long *shape,
+                          __global const int *upper, __global const float *raster,
+                          __global const float *bound, const int bnx, const int bny,
+                          const double bx0, const double by0, const double bh,
+                          const double field_error, __global double *mass, __global double *err)
+{
+    const int n = get_global_id(0);
+    if (n >= rows) {
+        return;
+    }
+    mass[n] = 1.0;
+    err[n] = 0.0;
+    const int k = tile[n];
+    if (k < 0) {
+        return;
+    }
+    const double px = x[row0 + n], py = y[row0 + n];
+    const double fi = floor((px - bx0) / bh), fj = floor((py - by0) / bh);
+    if (fi >= 0.0 && fi < (double)bnx && fj >= 0.0 && fj < (double)bny
+        && (double)bound[(long)fj * bnx + (long)fi] >= geom[4 * k + 3]) {
+        return;
+    }
+    double val = raster_read(geom, shape, raster, k, px, py);
+    const int u = upper[k];
+    if (u >= 0) {
+        const double f = frac[n];
+        const double hi = raster_read(geom, shape, raster, u, px, py);
+        val = (1.0 - f) * val;
+        val += f * hi;
+    }
     val = min(max(val, 0.0), 1.0);
     mass[n] = val;
     err[n] = val < 1.0 ? field_error : 0.0;

@@ -154,10 +154,11 @@ def row_sums_case(device: str, n: int) -> dict:
 
 
 def stages_case(device: str, n: int) -> dict:
-    """The location draw (``draw_points``) and model 1's per-county edge masses
-    (``raster_mass``) on ``n`` events in a 6 x 5 grid of square counties over 10 x 10 (its
-    outer boundary within a few lengthscales of most of them): whether the draw gives the host's
-    points bit for bit, and the largest difference between the device's masses and the host's."""
+    """The location draw (``draw_points``) and the per-county edge masses (``raster_mass``;
+    model 1, and model 2 with each county's density: two raster levels per row) on ``n``
+    events in a 6 x 5 grid of square counties over 10 x 10 (its outer boundary within a few
+    lengthscales of most of them): whether the draw gives the host's points bit for bit, and
+    the largest difference between the device's masses and the host's."""
     from hawkes_cli.engine.edge_mass import EdgeMass
     from hawkes_cli.engine.point_draw import DevicePointDraw
     from hawkes_cli.engine.region import BoundaryRegion
@@ -181,15 +182,22 @@ def stages_case(device: str, n: int) -> dict:
     groups = EventGroups.of_polygons(polys.triangles, polys.tri_owner, codes)
     on_device = EdgeMass(region, *got, rows=(0, n), groups=groups, events=events)
     on_host = EdgeMass(region, *got, rows=(0, n), groups=groups)
-    worst, lost = 0.0, 0.0
+    # model 2: each county's lengthscale sigma_x / sqrt(D), between two raster levels
+    m2 = {"rows": (0, n), "groups": groups, "density": np.asarray(grid.density).ravel()[codes]}
+    m2_device = EdgeMass(region, *got, events=events, **m2)
+    m2_host = EdgeMass(region, *got, **m2)
+    worst, worst2, lost = 0.0, 0.0, 0.0
     for sigma in (2.0 ** (-16 / 16), 2.0 ** (-20 / 16)):  # lattice points: one raster level
         (m1, _), (m0, _) = on_device.mass(sigma), on_host.mass(sigma)
         worst = max(worst, float(np.max(np.abs(m1 - m0))))
         lost = max(lost, float(np.mean(m0 < 1.0)))
+        (m1, _), (m0, _) = m2_device.mass(8.0 * sigma), m2_host.mass(8.0 * sigma)
+        worst2 = max(worst2, float(np.max(np.abs(m1 - m0))))
     return {
         "device": dev.info.name,
         "draw_equal": bool(np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])),
         "mass_worst": worst,
+        "mass2_worst": worst2,
         "share_losing_mass": lost,
     }
 

@@ -226,6 +226,44 @@ def test_grouped_masses_read_on_the_device_are_the_hosts(counties, sigma_x):
             np.testing.assert_array_equal(e1, e0)
 
 
+def test_model2_grouped_masses_read_on_the_device_are_the_hosts(counties):
+    """Model 2's per-county masses (each county between the two raster levels around its own
+    lengthscale, weighted per row) read on the device equal the host's read to float64
+    rounding, at lattice points and off them, after a redraw, with rows out of their
+    counties' boxes."""
+    from hawkes_cli.engine.device import Device, DeviceEvents
+    from hawkes_cli.engine.edge_mass import EdgeMass
+    from hawkes_cli.engine.region import BoundaryRegion
+    from hawkes_cli.engine.region_groups import EventGroups
+
+    polys, codes = counties
+    codes = codes[:20_000]
+    region = BoundaryRegion.from_triangles(polys.triangles)
+    groups = EventGroups.of_polygons(polys.triangles, polys.tri_owner, codes)
+    rng = np.random.default_rng(4)
+    county_d = np.exp(rng.uniform(np.log(5.0), np.log(500.0), groups.boxes.shape[0]))
+    density = county_d[groups.group]
+    x, y = polys.sample(codes, np.random.default_rng(2))
+    t = np.sort(np.random.default_rng(1).uniform(0.0, 100.0, codes.size))
+    events = DeviceEvents(Device.select(None), t, x, y, density, precision="float32")
+    kw = {"rows": (0, codes.size), "density": density, "groups": groups}
+    dev = EdgeMass(region, x, y, events=events, **kw)
+    host = EdgeMass(region, x, y, **kw)
+    assert dev._device is not None and host._device is None
+    for step in range(2):
+        if step:
+            x, y = polys.sample(codes, np.random.default_rng(3))
+            x[:3] = [-124.9, -80.0, -100.0]  # outside their counties' boxes
+            events.set_locations(x, y)
+            dev.set_locations(x, y)
+            host.set_locations(x, y)
+        for s in (0.5, 0.5 * 2 ** (1 / 16), 0.52):
+            (m1, e1), (m0, e0) = dev.mass(s), host.mass(s)
+            assert np.mean(m0 < 1.0) > 0.01
+            np.testing.assert_allclose(m1, m0, rtol=0, atol=1e-12)
+            np.testing.assert_array_equal(e1, e0)
+
+
 @pytest.mark.parametrize("model", [1, 2])
 def test_block_levels_on_the_device_are_the_hosts(model):
     """The presence grid's summed-area tables counted on the device are grid.level_presence's,

@@ -268,3 +268,32 @@ def test_grouped_masses_follow_redraws_and_file_locations(us_events):
     grouped.set_locations(moved, y2)
     plain.set_locations(moved, y2)
     np.testing.assert_allclose(grouped.mass(0.05)[0][:3], plain.mass(0.05)[0][:3], atol=1e-6)
+
+
+def test_model2_grouped_masses_are_the_per_event_paths(us_events):
+    """Model 2 (a lengthscale per county, sigma_x / sqrt(D)), planned per county: each county
+    reads the two raster levels around its own lengthscale, and the masses are the per-event
+    path's (which reads the same two levels per event) to the rasters' resolution, draw after
+    draw and at two lattice points. Densities that differ inside a county fall back to the
+    per-event path."""
+    x, y, region, _, polys, codes = us_events
+    groups = EventGroups.of_polygons(polys.triangles, polys.tri_owner, codes)
+    rng = np.random.default_rng(8)
+    county_d = np.exp(rng.uniform(np.log(5.0), np.log(500.0), groups.boxes.shape[0]))
+    density = county_d[groups.group]
+    grouped = EdgeMass(region, x, y, rows=(0, x.size), density=density, groups=groups)
+    assert grouped._grouped is not None and grouped._grouped.factors is not None
+    plain = EdgeMass(region, x, y, rows=(0, x.size), density=density)
+    for _ in range(2):
+        x2, y2 = polys.sample(codes, rng)
+        grouped.set_locations(x2, y2)
+        plain.set_locations(x2, y2)
+        for s in (0.5, 0.5 * 2 ** (1 / 16)):
+            a, b = grouped.mass(s)[0], plain.mass(s)[0]
+            assert np.mean(np.abs(a - b)) < 1e-4 and np.max(np.abs(a - b)) < 4e-3
+            assert np.mean(a < 1) > 0.2
+    level, frac = grouped._grouped.levels(0.5)
+    assert np.unique(level).size > 20 and np.mean(frac > 0) > 0.9  # many levels, between two
+    mixed = density.copy()
+    mixed[0] *= 2.0  # one event's density differs from its county's others
+    assert EdgeMass(region, x, y, rows=(0, x.size), density=mixed, groups=groups)._grouped is None

@@ -222,13 +222,18 @@ def test_make_likelihood_selects_the_device_once(monkeypatch, tolerance):
     assert len(calls) == 1 and again.backend.events.device is backend.events.device
 
 
-def test_compiler_output_is_kept_off_the_terminal_and_logged(capfd, caplog):
+def test_compiler_output_is_kept_off_the_terminal_and_logged(capfd, caplog, monkeypatch):
     """What the OpenCL compiler writes to descriptor 2 (PoCL's "N warnings generated.") goes
-    to the debug log, not the terminal; descriptor 2 works again afterwards."""
+    to the debug log, not the terminal; descriptor 2 works again afterwards. (Handlers an
+    earlier test's CLI call left on the root logger are set aside: at DEBUG they would print
+    the log record itself.)"""
     import logging
     import os
 
     from hawkes_cli import kernels
+
+    root = logging.getLogger()
+    monkeypatch.setattr(root, "handlers", [h for h in root.handlers if h is caplog.handler])
 
     with (
         caplog.at_level(logging.DEBUG, logger="hawkes_cli.kernels"),

@@ -127,11 +127,12 @@ def test_row_sums_clean_and_right_on_oclgrind(tmp_path):
 def test_device_stages_clean_and_right_on_oclgrind(tmp_path):
     """The redraw's device stages not covered by the truncated case above (which runs
     ``index_sources`` and ``block_levels`` in every index build): the location draw
-    (``draw_points``) and model 1's per-county edge masses (``raster_mass``) under the
+    (``draw_points``) and the per-county edge masses (``raster_mass``, models 1 and 2) under the
     simulator with the data-race and uninitialised-value checks: no report, the host's points
     bit for bit, and the host's masses to 1e-12 (a tenth of the events or more losing mass)."""
     out = _simulate(tmp_path, "stages", 1, "float32", uninitialized=True)
     assert "Oclgrind" in out["device"]
     assert out["draw_equal"]
     assert out["mass_worst"] < 1e-12
+    assert out["mass2_worst"] < 1e-12
     assert out["share_losing_mass"] > 0.1

@@ -13,7 +13,7 @@ import logging
 import os
 import sys
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, TextIO, TypeVar
 
 import click
 
@@ -54,7 +54,29 @@ def setup_logging(verbose: int) -> None:
         How often ``-v`` was given.
     """
     level = logging.WARNING - 10 * min(verbose, 2)
-    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", force=True)
+    logging.basicConfig(
+        level=level,
+        format="%(levelname)s %(name)s: %(message)s",
+        handlers=[_StderrNow()],
+        force=True,
+    )
+
+
+class _StderrNow(logging.StreamHandler):  # type: ignore[type-arg]
+    """A handler writing to whatever ``sys.stderr`` is when a record comes, not the stream it
+    was when logging was set up (a caller that swaps stderr for a while, as click's test
+    runner does, would leave a closed stream behind)."""
+
+    def __init__(self) -> None:
+        super().__init__(sys.stderr)
+
+    @property  # type: ignore[override]
+    def stream(self) -> TextIO:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value: object) -> None:
+        pass
 
 
 def world_rank() -> int:

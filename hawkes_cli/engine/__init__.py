@@ -179,15 +179,15 @@ def _edge_masses(
 ) -> EdgeMass | None:
     """The trigger masses inside ``region`` the likelihood needs: this rank's rows'
     (``censored``: their compensator terms) or all N events' (``renormalized``: every source of
-    this rank's rows), or None without a region; model 1's per-county rasters read on the
-    OpenCL device of ``events`` when given (:mod:`.region_groups_device`)."""
+    this rank's rows), or None without a region; the per-county rasters read on the OpenCL
+    device of ``events`` when given (:mod:`.region_groups_device`)."""
     if region is None:
         return None
     if edge not in EDGES:
         raise UsageError(f"edge must be one of {', '.join(EDGES)}, got {edge!r}")
     r0, r1 = (0, data.n) if edge == EDGE_RENORMALIZED else rows
     groups = None
-    if counties is not None and EdgeMass.plans_per_county(region, model):
+    if counties is not None and EdgeMass.plans_per_county(region):
         triangles, owner, codes = counties
         groups = EventGroups.of_polygons(triangles, owner, np.asarray(codes)[r0:r1])
     return EdgeMass(

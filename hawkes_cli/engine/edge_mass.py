@@ -57,8 +57,8 @@ class EdgeMass:
         Model 2's densities (lengthscale ``sigma_x / sqrt(D)``); None for model 1.
     groups
         This rank's rows grouped by county (:class:`~.region_groups.EventGroups`, row indices
-        relative to ``rows[0]``) when their locations are redrawn inside their counties: model
-        1's masses in a polygon region are then planned per county once per level
+        relative to ``rows[0]``) when their locations are redrawn inside their counties: the
+        masses in a polygon region are then planned per county once per lattice point
         (:mod:`.region_groups`), not per event and draw. None: per event.
     events
         The events on an OpenCL device: the per-county rasters are then read there
@@ -97,20 +97,25 @@ class EdgeMass:
         self.set_locations(x, y)
 
     @staticmethod
-    def plans_per_county(region: Region, model: int) -> bool:
-        """Whether masses in ``region`` are planned per county for ``model`` when locations
-        are redrawn in their counties: a polygon region and model 1 (see
-        :class:`~.region_groups.GroupedMass` for why not model 2); else ``groups`` is unused."""
-        return model == 1 and isinstance(region, BoundaryRegion)
+    def plans_per_county(region: Region) -> bool:
+        """Whether masses in ``region`` are planned per county when locations are redrawn in
+        their counties (a polygon region); else ``groups`` is unused."""
+        return isinstance(region, BoundaryRegion)
 
     def _grouped_mass(self, groups: EventGroups | None) -> GroupedMass | None:
-        """The per-county planner where :meth:`plans_per_county`."""
-        model = 1 if self._scale is None else 2
-        if groups is None or not self.plans_per_county(self.region, model):
+        """The per-county planner where :meth:`plans_per_county` (model 2: where each county's
+        events share one density, as ``hawkes-prep`` writes them; else per event)."""
+        if groups is None or not self.plans_per_county(self.region):
             return None
         if groups.group.size != self.rows[1] - self.rows[0]:
             raise ValueError("groups must hold exactly this rank's rows")
-        return GroupedMass(self.region, groups)
+        if self._scale is None:
+            return GroupedMass(self.region, groups)
+        factors = np.zeros(groups.boxes.shape[0])
+        factors[groups.group] = self._scale
+        if not np.array_equal(factors[groups.group], self._scale):
+            return None
+        return GroupedMass(self.region, groups, factors)
 
     def set_locations(self, x: np.ndarray, y: np.ndarray) -> None:
         """New locations of all N events; the cached masses are dropped."""

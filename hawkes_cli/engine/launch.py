@@ -209,8 +209,10 @@ class RasterMassArgs(KernelArgs):
     row0: int
     rows: int
     tile: Buffer
+    frac: Buffer
     geom: Buffer
     shape: Buffer
+    upper: Buffer
     raster: Buffer
     bound: Buffer
     bnx: int
@@ -218,7 +220,6 @@ class RasterMassArgs(KernelArgs):
     bx0: float
     by0: float
     bh: float
-    reach: float
     field_error: float
     mass: Buffer
     err: Buffer

@@ -25,6 +25,7 @@ path.
 
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import dataclass, field
 
@@ -103,18 +104,41 @@ class EventGroups:
 
 
 @dataclass(frozen=True)
-class TilePlan:
-    """One lattice level's reads: per tile, its raster's tag and box and the events it serves;
-    and the events the per-event path takes (those of counties wider than a tile)."""
+class PlanTile:
+    """One raster tile of a level's plan.
 
-    tiles: list[tuple[tuple[int, ...], tuple[float, float, float, float], np.ndarray]]
+    Attributes
+    ----------
+    level : int
+        The raster lattice level (lengthscale ``2^(level / LATTICE_STEPS)``).
+    tag : tuple
+        The raster's tag within its level (the next level's raster of the tile: ``(*tag,
+        level)``).
+    box : (4,) tuple of float
+        ``x0, x1, y0, y1`` its rasters cover (coordinate units).
+    rows : (R,) int64
+        The events it serves.
+    """
+
+    level: int
+    tag: tuple[object, ...]
+    box: tuple[float, float, float, float]
+    rows: np.ndarray
+
+
+@dataclass(frozen=True)
+class TilePlan:
+    """The reads of one set of group levels: the tiles, and the events the per-event path
+    takes (those of counties wider than a tile, or of a level whose rasters would be too
+    large)."""
+
+    tiles: list[PlanTile]
     per_event: np.ndarray
 
 
 @dataclass
 class GroupedMass:
-    """Masses inside ``region`` of events that stay in their group's box (see module doc), all
-    with one lengthscale (model 1).
+    """Masses inside ``region`` of events that stay in their group's box (see module doc).
 
     Parameters
     ----------
@@ -122,47 +146,67 @@ class GroupedMass:
         The study region (its segment indexes and rasters are used and kept there).
     groups
         The events' groups.
+    factors : (G,) float64 or None
+        Each group's lengthscale per unit ``sigma_x`` (model 2: ``1 / sqrt(D)`` of its
+        county); None: 1 (model 1, one lengthscale).
 
-    Model 2's lengthscales differ per county, so its counties spread over many levels, each
-    read between two rasters; planned per county, the rasters of neighbouring levels serve
-    different sets of counties and would double the kept raster memory (150 million cells at
-    1M cases). Model 2 keeps the per-event path.
+    Model 2's counties spread over many levels (a hundred at 1M cases), each county read
+    between the rasters of the two levels around its own lengthscale. As ``sigma_x`` moves by a
+    lattice step, other counties come to each level: each set of a tile's counties has its own
+    rasters (a chain between two lattice points keeps two sets), so a raster depends on its box
+    alone and a resumed chain reads the rasters an uninterrupted one reads.
     """
 
     region: BoundaryRegion
     groups: EventGroups
-    _plans: dict[int, TilePlan] = field(default_factory=dict, init=False, repr=False)
+    factors: np.ndarray | None = None
+    _plans: dict[bytes, TilePlan] = field(default_factory=dict, init=False, repr=False)
 
     def mass_error(
         self, x: np.ndarray, y: np.ndarray, sigma_x: float
     ) -> tuple[np.ndarray, np.ndarray]:
         """(mass, error scale) of every event at ``sigma_x``, float64 shapes (N,), as
         :meth:`BoundaryRegion.mass_error` gives them (between the two lattice levels around
-        ``sigma_x``, linearly in log s)."""
+        each lengthscale, linearly in log s)."""
         n = self.groups.group.size
         out = np.ones(n)
         err = np.zeros(n)
-        k, frac = self.level_of(sigma_x)
-        plan = self.plan(k)
+        level, frac = self.levels(sigma_x)
+        plan = self.plan(level)
+        row_frac = frac[self.groups.group]
         # events farther than CUTOFF lengthscales (the upper level's) from the boundary keep
         # all their mass: one lookup each (:mod:`.region_screen`), no raster read
-        reach = self.reach(k)
         screen = self.region.screen(x, y)
-        for tag, box, tile_rows in plan.tiles:
-            rows = tile_rows[~screen.far(x[tile_rows], y[tile_rows], reach)]
+        for t in plan.tiles:
+            rows = t.rows[~screen.far(x[t.rows], y[t.rows], self.reach(t.level))]
             if rows.size == 0:
                 continue
-            m = self.region.raster(k, tag, box, box).read(x[rows], y[rows])
-            if frac > 0:  # the next level's raster of the same tile (its own tag)
-                hi = self.region.raster(k + 1, (*tag, k), box, box).read(x[rows], y[rows])
-                m = (1.0 - frac) * m + frac * hi
+            m = self.region.raster(t.level, t.tag, t.box, t.box).read(x[rows], y[rows])
+            f = row_frac[rows]
+            if np.any(f > 0):  # the next level's raster of the same tile (its own tag)
+                hi = self.region.raster(t.level + 1, (*t.tag, t.level), t.box, t.box)
+                m = (1.0 - f) * m + f * hi.read(x[rows], y[rows])
             m = np.clip(m, 0.0, 1.0)
             out[rows] = m
             err[rows] = np.where(m < 1.0, FIELD_ERROR, 0.0)
         if plan.per_event.size:
             rows = plan.per_event
-            out[rows], err[rows] = self.region.mass_error(x[rows], y[rows], sigma_x)
+            s = sigma_x if self.factors is None else sigma_x * self.factors[self.groups.group[rows]]
+            out[rows], err[rows] = self.region.mass_error(x[rows], y[rows], s)
         return out, err
+
+    def levels(self, sigma_x: float) -> tuple[np.ndarray, np.ndarray]:
+        """Each group's raster level below its lengthscale and the weight of the next level,
+        (G,) int64 and (G,) float64 (:meth:`level_of`, per group)."""
+        g = self.groups.boxes.shape[0]
+        if self.factors is None:
+            k, frac = self.level_of(sigma_x)
+            return np.full(g, k, dtype=np.int64), np.full(g, frac)
+        pos = LATTICE_STEPS * np.log2(sigma_x * self.factors)
+        k = np.rint(pos)
+        snap = np.abs(pos - k) < 1e-9
+        k = np.where(snap, k, np.floor(pos))
+        return k.astype(np.int64), np.where(snap, 0.0, pos - k)
 
     @staticmethod
     def level_of(sigma_x: float) -> tuple[int, float]:
@@ -181,27 +225,32 @@ class GroupedMass:
         ``CUTOFF`` lengthscales of the level above."""
         return CUTOFF * 2.0 ** ((k + 1) / LATTICE_STEPS)
 
-    def plan(self, k: int) -> TilePlan:
-        """The plan of level ``k`` (kept)."""
-        hit = self._plans.pop(k, None)
+    def plan(self, level: np.ndarray) -> TilePlan:
+        """The plan for the groups' levels ``level`` ((G,) int64, :meth:`levels`; kept)."""
+        key = np.asarray(level, dtype=np.int64).tobytes()
+        hit = self._plans.pop(key, None)
         if hit is None:
-            hit = self._make_plan(k)
-        self._plans[k] = hit
+            parts = [self._plan_level(int(k), np.flatnonzero(level == k)) for k in np.unique(level)]
+            tiles = [t for part in parts for t in part.tiles]
+            rows = [part.per_event for part in parts if part.per_event.size]
+            hit = TilePlan(tiles, np.concatenate(rows) if rows else np.empty(0, np.int64))
+        self._plans[key] = hit
         while len(self._plans) > PLANS_KEPT:
             del self._plans[next(iter(self._plans))]
         return hit
 
-    def _make_plan(self, k: int) -> TilePlan:
+    def _plan_level(self, k: int, members: np.ndarray) -> TilePlan:
+        """The plan of level ``k`` for the groups ``members``."""
         s_lo = 2.0 ** (k / LATTICE_STEPS)
         s_hi = s_lo * 2.0 ** (1.0 / LATTICE_STEPS)
         index = self.region.segment_index(s_hi)
         tile = TILE_LENGTHSCALES * s_lo
-        near = np.array([index.box_near(box) for box in self.groups.boxes], dtype=bool)
-        sides = np.diff(self.groups.boxes, axis=1)[:, [0, 2]]
-        wide = np.any(sides > tile, axis=1)  # a county wider than a tile (an island chain)
-        per_event = self.groups.rows(np.flatnonzero(near & wide))
-        members = np.flatnonzero(near & ~wide)
         boxes = self.groups.boxes[members]
+        near = np.array([index.box_near(box) for box in boxes], dtype=bool)
+        sides = np.diff(boxes, axis=1)[:, [0, 2]]
+        wide = np.any(sides > tile, axis=1)  # a county wider than a tile (an island chain)
+        per_event = self.groups.rows(members[near & wide])
+        members, boxes = members[near & ~wide], boxes[near & ~wide]
         tx = np.floor((boxes[:, 0] + boxes[:, 1]) / (2.0 * tile)).astype(np.int64)
         ty = np.floor((boxes[:, 2] + boxes[:, 3]) / (2.0 * tile)).astype(np.int64)
         margin = 6.0 * s_hi
@@ -216,8 +265,15 @@ class GroupedMass:
                 float(boxes[mine, 2].min() - margin),
                 float(boxes[mine, 3].max() + margin),
             )
+            # model 2: a level's counties change with sigma_x; each set its own rasters, so
+            # that a raster (its cells' positions) depends on its box alone, never on the order
+            # in which the chain met the sets
+            tag = (a, b, "groups")
+            if self.factors is not None:
+                tag = (*tag, hashlib.blake2b(members[mine].tobytes(), digest_size=8).hexdigest())
             cells += ((box[1] - box[0]) / h) * ((box[3] - box[2]) / h)
-            tiles.append(((a, b, "groups"), box, self.groups.rows(members[mine])))
+            tiles.append(PlanTile(k, tag, box, self.groups.rows(members[mine])))
         if cells > MAX_FIELD_CELLS:  # too many cells: the per-event path for them all
-            return TilePlan([], self.groups.rows(np.flatnonzero(near)))
+            rows = self.groups.rows(members)
+            return TilePlan([], np.concatenate([per_event, rows]))
         return TilePlan(tiles, per_event)

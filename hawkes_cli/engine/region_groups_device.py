@@ -1,13 +1,15 @@
-"""Model 1's per-county edge masses (:mod:`.region_groups`) read on the OpenCL device.
+"""Per-county edge masses (:mod:`.region_groups`) read on the OpenCL device.
 
 When locations are redrawn inside their counties, :class:`~.region_groups.GroupedMass` plans
-each raster level once: every county near the boundary belongs to one tile, whose raster
-covers the county's box. The plan and its rasters stay fixed while the chain runs, so
-:class:`DeviceGroupedMass` puts a level's rasters and each row's tile on the device once, and
-every later lattice point of that level is one kernel (``raster_mass``, ``kernels/hawkes.cl``)
-over the rows, reading the locations the events' buffers already hold (after a device draw
-they never crossed to the host and back for this). Only the masses and error scales come back,
-and the few rows of counties wider than a tile (island chains) take the host's per-event path.
+the reads once per set of county levels: every county near the boundary belongs to one tile,
+whose raster covers the county's box. The plan and its rasters stay fixed while the chain runs,
+so :class:`DeviceGroupedMass` puts them and each row's tile on the device once, and every later
+evaluation at that lattice point is one kernel (``raster_mass``, ``kernels/hawkes.cl``) over
+the rows, reading the locations the events' buffers already hold (after a device draw they
+never crossed to the host and back for this). Only the masses and error scales come back, and
+the few rows of counties wider than a tile (island chains) take the host's per-event path.
+Model 1 reads one level at a lattice point; model 2's counties (a lengthscale each) read the
+two levels around their own lengthscale, weighted per row.
 
 The kernel is the host's read (:meth:`~.region._Field.read`) in float64 from the same float32
 rasters, behind the same distance screen: the masses agree with
@@ -17,6 +19,7 @@ rasters, behind the same distance screen: the masses agree with
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -31,6 +34,22 @@ from .region_groups import GroupedMass
 #: sigma_x, now and then a third (the lower 48 states at 0.046 degrees: 11 million cells, 130 MB
 #: a level).
 LEVELS_KEPT = 3
+
+
+@dataclass(frozen=True)
+class _Level:
+    """One plan's rasters on the device: each row's tile (int32, -1: none) and weight of the
+    upper raster (float64; one zero when no tile has one), each tile's ``x0, y0, h, reach``
+    (float64), ``nx, ny, offset`` (int64) and upper raster's tile (int32, -1: none), the
+    rasters' values (float32, three layers each); and the rows of the per-event path (host)."""
+
+    tile: Any
+    frac: Any
+    geom: Any
+    shape: Any
+    upper: Any
+    values: Any
+    per_event: np.ndarray
 
 
 class DeviceGroupedMass:
@@ -52,15 +71,15 @@ class DeviceGroupedMass:
         self.grouped = grouped
         self.row0 = row0
         self._kernel = kernel(events.program(), "raster_mass")
-        self._levels: dict[int, tuple[Any, Any, Any, Any, np.ndarray]] = {}
+        self._levels: dict[bytes, _Level] = {}
         self._screen: tuple[Any, Any] | None = None
 
     def mass_error(
         self, x: np.ndarray, y: np.ndarray, sigma_x: float
     ) -> tuple[np.ndarray, np.ndarray] | None:
         """(mass, error scale) of the rows at ``sigma_x`` as
-        :meth:`~.region_groups.GroupedMass.mass_error` gives them, or None off the lattice
-        points (two levels to interpolate: the host's path).
+        :meth:`~.region_groups.GroupedMass.mass_error` gives them, or None for model 1 off
+        the lattice points (the host's path).
 
         Parameters
         ----------
@@ -68,29 +87,32 @@ class DeviceGroupedMass:
             The rows' locations, host copies of what the device holds (the screen's box and
             the per-event rows).
         sigma_x
-            The lengthscale (coordinate units), a point of the raster lattice.
+            The lengthscale (coordinate units): model 1's a point of the raster lattice.
         """
-        k, frac = GroupedMass.level_of(sigma_x)
-        if frac > 0.0:
+        level, frac = self.grouped.levels(sigma_x)
+        if self.grouped.factors is None and frac[0] > 0.0:
             return None
         ev = self._events
         rows = x.size
-        tile, geom, shape, values, per_event = self._level(k)
+        got = self._level(level, frac)
         bound, shot = self._screen_buffer(x, y)
         ny, nx = shot.bound.shape
         out_m, out_e = ev.output(8 * rows), ev.output(8 * rows)
         args = RasterMassArgs(
-            ev.buf_xd, ev.buf_yd, self.row0, rows, tile, geom, shape, values, bound, nx, ny,
-            shot.box[0], shot.box[2], shot.h, GroupedMass.reach(k), FIELD_ERROR, out_m, out_e,
+            ev.buf_xd, ev.buf_yd, self.row0, rows, got.tile, got.frac, got.geom, got.shape,
+            got.upper, got.values, bound, nx, ny, shot.box[0], shot.box[2], shot.h,
+            FIELD_ERROR, out_m, out_e,
         )  # fmt: skip
         self._kernel(ev.queue, item_range(rows), None, args)
         m, e = np.empty(rows), np.empty(rows)
         ev.read(m, out_m)
         ev.read(e, out_e)
-        if per_event.size:
-            m[per_event], e[per_event] = self.grouped.region.mass_error(
-                x[per_event], y[per_event], sigma_x
-            )
+        if got.per_event.size:
+            pe = got.per_event
+            s = sigma_x if self.grouped.factors is None else sigma_x * self.grouped.factors[
+                self.grouped.groups.group[pe]
+            ]  # fmt: skip
+            m[pe], e[pe] = self.grouped.region.mass_error(x[pe], y[pe], s)
         return m, e
 
     def _screen_buffer(self, x: np.ndarray, y: np.ndarray) -> tuple[Any, Any]:
@@ -101,34 +123,50 @@ class DeviceGroupedMass:
                 self._screen = (self._events.upload(shot.bound), shot)
         return self._screen
 
-    def _level(self, k: int) -> tuple[Any, Any, Any, Any, np.ndarray]:
-        """Level ``k``'s tiles on the device (kept): each row's tile (int32, -1: none),
-        each tile's ``x0, y0, h`` (float64) and ``nx, ny, offset`` (int64), the rasters'
-        values (float32, three layers each), and the per-event rows (host)."""
-        got = self._levels.pop(k, None)
+    def _level(self, level: np.ndarray, frac: np.ndarray) -> _Level:
+        """The plan of the groups' ``level`` with weights ``frac`` on the device (kept)."""
+        key = level.tobytes() + frac.tobytes()
+        got = self._levels.pop(key, None)
         if got is None:
             with profile.stage("edge raster upload"):
-                got = self._upload_level(k)
-        self._levels[k] = got
+                got = self._upload_level(level, frac)
+        self._levels[key] = got
         while len(self._levels) > LEVELS_KEPT:
             self._levels.pop(next(iter(self._levels)))
         return got
 
-    def _upload_level(self, k: int) -> tuple[Any, Any, Any, Any, np.ndarray]:
-        plan = self.grouped.plan(k)
+    def _upload_level(self, level: np.ndarray, frac: np.ndarray) -> _Level:
+        plan = self.grouped.plan(level)
         region = self.grouped.region
-        tile = np.full(self.grouped.groups.group.size, -1, dtype=np.int32)
-        geom = np.zeros((max(len(plan.tiles), 1), 3))
-        shape = np.zeros((max(len(plan.tiles), 1), 3), dtype=np.int64)
+        row_frac = frac[self.grouped.groups.group]
+        tile = np.full(row_frac.size, -1, dtype=np.int32)
+        upper = np.full(max(len(plan.tiles), 1), -1, dtype=np.int32)
+        # every raster with its reach: the tiles' own, then the upper levels' of those with rows
+        # between two levels
+        fields = []
+        for i, t in enumerate(plan.tiles):
+            tile[t.rows] = i
+            fields.append(
+                (region.raster(t.level, t.tag, t.box, t.box), self.grouped.reach(t.level))
+            )
+        for i, t in enumerate(plan.tiles):
+            if np.any(row_frac[t.rows] > 0):
+                upper[i] = len(fields)
+                hi = region.raster(t.level + 1, (*t.tag, t.level), t.box, t.box)
+                fields.append((hi, 0.0))
+        n = max(len(fields), 1)
+        geom = np.zeros((n, 4))
+        shape = np.zeros((n, 3), dtype=np.int64)
         parts, off = [], 0
-        for i, (tag, box, rows) in enumerate(plan.tiles):
-            field = region.raster(k, tag, box, box)
+        for i, (field, reach) in enumerate(fields):
             _, ny, nx = field.values.shape
-            tile[rows] = i
-            geom[i] = (field.box[0], field.box[2], field.h)
+            geom[i] = (field.box[0], field.box[2], field.h, reach)
             shape[i] = (nx, ny, off)
             parts.append(field.values.ravel())
             off += field.values.size
         up = self._events.upload
         values = np.concatenate(parts) if parts else np.zeros(1, np.float32)
-        return up(tile), up(geom), up(shape), up(values), plan.per_event
+        weights = row_frac if np.any(upper >= 0) else np.zeros(1)
+        return _Level(
+            up(tile), up(weights), up(geom), up(shape), up(upper), up(values), plan.per_event
+        )
