@@ -191,9 +191,16 @@ class GroupedMass:
             err[rows] = np.where(m < 1.0, FIELD_ERROR, 0.0)
         if plan.per_event.size:
             rows = plan.per_event
-            s = sigma_x if self.factors is None else sigma_x * self.factors[self.groups.group[rows]]
-            out[rows], err[rows] = self.region.mass_error(x[rows], y[rows], s)
+            out[rows], err[rows] = self.per_event(x, y, sigma_x, rows)
         return out, err
+
+    def per_event(
+        self, x: np.ndarray, y: np.ndarray, sigma_x: float, rows: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(mass, error scale) of ``rows`` (of the (N,) ``x``, ``y``) by the region's per-event
+        path, each at its group's lengthscale."""
+        s = sigma_x if self.factors is None else sigma_x * self.factors[self.groups.group[rows]]
+        return self.region.mass_error(x[rows], y[rows], s)
 
     def levels(self, sigma_x: float) -> tuple[np.ndarray, np.ndarray]:
         """Each group's raster level below its lengthscale and the weight of the next level,

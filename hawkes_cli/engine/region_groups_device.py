@@ -109,10 +109,7 @@ class DeviceGroupedMass:
         ev.read(e, out_e)
         if got.per_event.size:
             pe = got.per_event
-            s = sigma_x if self.grouped.factors is None else sigma_x * self.grouped.factors[
-                self.grouped.groups.group[pe]
-            ]  # fmt: skip
-            m[pe], e[pe] = self.grouped.region.mass_error(x[pe], y[pe], s)
+            m[pe], e[pe] = self.grouped.per_event(x, y, sigma_x, pe)
         return m, e
 
     def _screen_buffer(self, x: np.ndarray, y: np.ndarray) -> tuple[Any, Any]:
