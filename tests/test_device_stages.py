@@ -212,6 +212,8 @@ def test_grouped_masses_read_on_the_device_are_the_hosts(counties, sigma_x):
     host = EdgeMass(region, x, y, rows=(10_000, 30_000), groups=groups)
     assert dev._device is not None and host._device is None
     lo, hi, _ = mass_lattice(sigma_x)
+    wide = dev._grouped.plan(dev._grouped.levels(lo)[0]).wide
+    assert wide and wide[0].rows.size > 0  # counties wider than a tile read by their squares
     for step in range(2):
         if step:
             x, y = polys.sample(codes, np.random.default_rng(3))

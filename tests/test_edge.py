@@ -270,6 +270,65 @@ def test_grouped_masses_follow_redraws_and_file_locations(us_events):
     np.testing.assert_allclose(grouped.mass(0.05)[0][:3], plain.mass(0.05)[0][:3], atol=1e-6)
 
 
+#: The lengthscale (degrees) of the wide-county test: its tiles are narrower than many counties.
+S_WIDE = 0.02
+
+
+def test_counties_wider_than_a_tile_read_the_square_they_are_drawn_in(us_events):
+    """A county wider than a tile (at sigma_x 0.02, tiles of 1.3 degrees: coastal counties
+    such as San Diego's and Monterey's, and inland ones) is planned as the squares its
+    triangles touch, and each of its cases reads the square it was drawn in: the squares hold
+    every draw, their masses are the per-event path's to the rasters' resolution, and a
+    square's raster depends on its box alone (the same object for every county that touches
+    it, draw after draw). A case in no square of its county (a file's own location inside the
+    county's box but not in its polygon) takes the per-event path."""
+    from hawkes_cli.engine.region_groups import GroupedMass, square_key
+
+    _, _, region, _, polys, codes = us_events
+    groups = EventGroups.of_polygons(polys.triangles, polys.tri_owner, codes)
+    grouped = GroupedMass(region, groups)
+    level, _ = grouped.levels(S_WIDE)
+    plan = grouped.plan(level)
+    assert plan.per_event.size == 0 and len(plan.wide) == 1
+    wide = plan.wide[0]
+    assert wide.rows.size > 100 and np.sum(wide.tile >= 0) >= 2
+    rng = np.random.default_rng(21)
+    for _ in range(2):
+        x2, y2 = polys.sample(codes, rng)
+        rows, tile, missing = plan.assign(x2, y2)
+        assert missing.size == 0 and np.array_equal(np.sort(rows), np.sort(wide.rows))
+        for r, k in zip(rows[:50].tolist(), tile[:50].tolist(), strict=True):
+            want = square_key(np.floor(x2[r] / wide.side), np.floor(y2[r] / wide.side))
+            assert want in wide.keys
+            if k >= 0:  # the square's raster box holds the point
+                box = plan.tiles[k].box
+                assert box[0] <= x2[r] <= box[1] and box[2] <= y2[r] <= box[3]
+        got = grouped.mass_error(x2, y2, S_WIDE)[0][wide.rows]
+        plain = region.mass_error(x2[wide.rows], y2[wide.rows], np.full(wide.rows.size, S_WIDE))[0]
+        assert np.mean(got < 1) > 0.05  # coasts and borders among them
+        assert np.mean(np.abs(got - plain)) < 1e-4 and np.max(np.abs(got - plain)) < 4e-3
+    squares = [t for t in plan.tiles if t.tag[-1] == "square"]
+    assert len(squares) == np.sum(wide.tile >= 0)
+    t = squares[0]
+    assert region.raster(t.level, t.tag, t.box, t.box) is region.raster(
+        t.level, t.tag, t.box, t.box
+    )
+    # inside its county's box, in no square of the level's wide counties: the per-event path
+    r = int(wide.rows[0])
+    b = groups.boxes[groups.group[r]]
+    cand = np.stack(np.meshgrid(np.linspace(b[0], b[1], 40), np.linspace(b[2], b[3], 40)), -1)
+    keys = square_key(np.floor(cand[..., 0] / wide.side), np.floor(cand[..., 1] / wide.side))
+    outside = cand[~np.isin(keys, wide.keys)]
+    assert outside.size  # a box corner far from the county's land
+    x3, y3 = x2.copy(), y2.copy()
+    x3[r], y3[r] = outside[0]
+    _, _, missing = plan.assign(x3, y3)
+    assert missing.tolist() == [r]
+    got = grouped.mass_error(x3, y3, S_WIDE)[0][r]
+    want = region.mass_error(x3[[r]], y3[[r]], np.array([S_WIDE]))[0][0]
+    assert got == pytest.approx(want, abs=1e-12)
+
+
 def test_model2_grouped_masses_are_the_per_event_paths(us_events):
     """Model 2 (a lengthscale per county, sigma_x / sqrt(D)), planned per county: each county
     reads the two raster levels around its own lengthscale, and the masses are the per-event

@@ -56,6 +56,10 @@ BOX_SIDE = 2.0
 #: them; 256 and 1024 took 0.15 and 0.16 s with boxes of side 3 and 25 terms, kappa 28.97).
 EXPAND_MIN = 256
 
+#: Expansion boxes are counted in an array of every possible box when there are at most this
+#: many per source (else by sorting the sources' boxes).
+DENSE_KEYS_PER_SOURCE = 8
+
 
 def initial_kappa(tolerance: float, n: int, dmax: float = 1.0) -> float:
     """First guess of the cut-off exponent for ``n`` events and a ``tolerance`` in nats (> 0).
@@ -330,7 +334,12 @@ def _expanded(
     cell of size ``1 / inv_box[l]`` holding at least ``expand_min`` sources, all of one
     density. Shape (N,), int64 (0 or 1)."""
     cx, cy = cell_coords(x, y, x0, y0, inv_box[level])
-    _, box, count, _ = group_keys(lex_key(level, cx, cy))
+    key = lex_key(level, cx, cy)
+    span = int(key.max()) + 1 if key.size else 0
+    if span <= DENSE_KEYS_PER_SOURCE * key.size:  # few boxes in all: count them in place
+        box, count = key, np.bincount(key, minlength=span)
+    else:  # by a sort (0.035 s at 1M against 0.005 s)
+        _, box, count, _ = group_keys(key)
     w = np.asarray(weight, dtype=np.float64)
     if w.size and w.min() == w.max():  # one density (model 1): every box is of one
         return (count >= expand_min)[box].astype(np.int64)
@@ -380,7 +389,7 @@ def grouping_level(
         mine = level <= g
         cx, cy = cell_coords(x[mine], y[mine], x0, y0, index.inv_h[g])
         ny = int(cy.max()) + 1 if cy.size else 1
-        if cx.size and (int(cx.max()) + 1) * ny <= 8 * cx.size:  # a coarse grid: count
+        if cx.size and (int(cx.max()) + 1) * ny <= DENSE_KEYS_PER_SOURCE * cx.size:  # count
             cells = np.count_nonzero(np.bincount(cx * ny + cy))
         else:
             cells = np.unique(cx * KEY_STRIDE + cy).size

@@ -28,7 +28,7 @@ from . import profile
 from .device import DeviceEvents, item_range
 from .launch import RasterMassArgs, kernel
 from .region import FIELD_ERROR
-from .region_groups import GroupedMass
+from .region_groups import GroupedMass, TilePlan
 
 #: Raster levels kept on the device: a chain's masses are at the two lattice points around its
 #: sigma_x, now and then a third (the lower 48 states at 0.046 degrees: 11 million cells, 130 MB
@@ -41,7 +41,8 @@ class _Level:
     """One plan's rasters on the device: each row's tile (int32, -1: none) and weight of the
     upper raster (float64; one zero when no tile has one), each tile's ``x0, y0, h, reach``
     (float64), ``nx, ny, offset`` (int64) and upper raster's tile (int32, -1: none), the
-    rasters' values (float32, three layers each); and the rows of the per-event path (host)."""
+    rasters' values (float32, three layers each); and on the host the plan and each row's
+    tile (int32), whose wide counties' rows change with every draw."""
 
     tile: Any
     frac: Any
@@ -49,7 +50,8 @@ class _Level:
     shape: Any
     upper: Any
     values: Any
-    per_event: np.ndarray
+    plan: TilePlan
+    row_tile: np.ndarray
 
 
 class DeviceGroupedMass:
@@ -95,11 +97,17 @@ class DeviceGroupedMass:
         ev = self._events
         rows = x.size
         got = self._level(level, frac)
+        tile, per_event = got.tile, got.plan.per_event
+        if got.plan.wide:  # the squares the wide counties' rows are drawn in, this draw
+            wide_rows, wide_tile, missing = got.plan.assign(x, y)
+            row_tile = got.row_tile.copy()
+            row_tile[wide_rows] = wide_tile
+            tile, per_event = ev.upload(row_tile), np.concatenate([per_event, missing])
         bound, shot = self._screen_buffer(x, y)
         ny, nx = shot.bound.shape
         out_m, out_e = ev.output(8 * rows), ev.output(8 * rows)
         args = RasterMassArgs(
-            ev.buf_xd, ev.buf_yd, self.row0, rows, got.tile, got.frac, got.geom, got.shape,
+            ev.buf_xd, ev.buf_yd, self.row0, rows, tile, got.frac, got.geom, got.shape,
             got.upper, got.values, bound, nx, ny, shot.box[0], shot.box[2], shot.h,
             FIELD_ERROR, out_m, out_e,
         )  # fmt: skip
@@ -107,14 +115,15 @@ class DeviceGroupedMass:
         m, e = np.empty(rows), np.empty(rows)
         ev.read(m, out_m)
         ev.read(e, out_e)
-        if got.per_event.size:
-            pe = got.per_event
-            m[pe], e[pe] = self.grouped.per_event(x, y, sigma_x, pe)
+        if per_event.size:
+            with profile.stage("edge per-event rows"):
+                m[per_event], e[per_event] = self.grouped.per_event(x, y, sigma_x, per_event)
         return m, e
 
     def _screen_buffer(self, x: np.ndarray, y: np.ndarray) -> tuple[Any, Any]:
         """The region's distance screen for these rows, its raster uploaded once per screen."""
-        shot = self.grouped.region.screen(x, y)
+        with profile.stage("edge screen"):
+            shot = self.grouped.region.screen(x, y)
         if self._screen is None or self._screen[1] is not shot:
             with profile.stage("edge screen upload"):
                 self._screen = (self._events.upload(shot.bound), shot)
@@ -146,8 +155,11 @@ class DeviceGroupedMass:
             fields.append(
                 (region.raster(t.level, t.tag, t.box, t.box), self.grouped.reach(t.level))
             )
+        wide = np.zeros(len(plan.tiles), dtype=bool)  # squares with a wide row between levels
+        for w in plan.wide:
+            wide[w.tile[w.tile >= 0]] = np.any(row_frac[w.rows] > 0)
         for i, t in enumerate(plan.tiles):
-            if np.any(row_frac[t.rows] > 0):
+            if wide[i] or np.any(row_frac[t.rows] > 0):
                 upper[i] = len(fields)
                 hi = region.raster(t.level + 1, (*t.tag, t.level), t.box, t.box)
                 fields.append((hi, 0.0))
@@ -164,6 +176,4 @@ class DeviceGroupedMass:
         up = self._events.upload
         values = np.concatenate(parts) if parts else np.zeros(1, np.float32)
         weights = row_frac if np.any(upper >= 0) else np.zeros(1)
-        return _Level(
-            up(tile), up(weights), up(geom), up(shape), up(upper), up(values), plan.per_event
-        )
+        return _Level(up(tile), up(weights), up(geom), up(shape), up(upper), up(values), plan, tile)
