@@ -75,6 +75,7 @@ class DeviceGroupedMass:
         self._kernel = kernel(events.program(), "raster_mass")
         self._levels: dict[bytes, _Level] = {}
         self._screen: tuple[Any, Any] | None = None
+        self._screen_of: tuple[np.ndarray | None, np.ndarray | None] = (None, None)
 
     def mass_error(
         self, x: np.ndarray, y: np.ndarray, sigma_x: float
@@ -121,9 +122,13 @@ class DeviceGroupedMass:
         return m, e
 
     def _screen_buffer(self, x: np.ndarray, y: np.ndarray) -> tuple[Any, Any]:
-        """The region's distance screen for these rows, its raster uploaded once per screen."""
+        """The region's distance screen for these rows, its raster uploaded once per screen;
+        looked up once per draw (the two lattice points of a draw pass the same arrays)."""
+        if self._screen is not None and self._screen_of[0] is x and self._screen_of[1] is y:
+            return self._screen
         with profile.stage("edge screen"):
             shot = self.grouped.region.screen(x, y)
+        self._screen_of = (x, y)
         if self._screen is None or self._screen[1] is not shot:
             with profile.stage("edge screen upload"):
                 self._screen = (self._events.upload(shot.bound), shot)
