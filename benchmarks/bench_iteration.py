@@ -24,7 +24,8 @@ Usage::
     python benchmarks/bench_iteration.py [--n 1000000] [--iterations 8] [--name cpu]
 
 writes ``benchmarks/results/iteration-<name>.json`` and ``.txt`` (partial results after each
-configuration, so a time-out still leaves the finished ones).
+configuration, so a time-out still leaves the finished ones). The commit recorded is ``git``'s,
+or ``HAWKES_BENCH_COMMIT`` where set (a copy of the tree on a device machine).
 """
 
 from __future__ import annotations
@@ -226,9 +227,13 @@ def main() -> None:
     events = args.work / f"events-{args.n}.h5"
     if not events.exists():
         write_events(args.n, events)
-    commit = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=HERE
-    ).stdout.strip()
+    # a copy of the tree on another machine may carry a stale .git: the caller can say
+    commit = (
+        os.environ.get("HAWKES_BENCH_COMMIT")
+        or subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=HERE
+        ).stdout.strip()
+    )
     meta = {
         "n": args.n,
         "iterations": args.iterations,

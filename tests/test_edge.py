@@ -270,6 +270,25 @@ def test_grouped_masses_follow_redraws_and_file_locations(us_events):
     np.testing.assert_allclose(grouped.mass(0.05)[0][:3], plain.mass(0.05)[0][:3], atol=1e-6)
 
 
+def test_squares_are_those_a_countys_triangles_touch():
+    """``EventGroups.squares`` by hand: a triangle whose box spans x 0.5..2.5 and y -0.5..0.2
+    touches the unit squares a = 0, 1, 2 by b = -1, 0; another county's triangle is not
+    counted."""
+    from hawkes_cli.engine.region_groups import square_key
+
+    tri = np.array(
+        [[[0.5, -0.5], [2.5, -0.5], [0.5, 0.2]], [[10.2, 10.2], [10.4, 10.2], [10.2, 10.4]]]
+    )
+    groups = EventGroups.of_polygons(tri, np.array([0, 1]), np.array([0, 0, 1]))
+    want = sorted(int(square_key(a, b)) for a in (0, 1, 2) for b in (-1, 0))
+    assert groups.squares(np.array([0]), 1.0).tolist() == want
+    assert groups.squares(np.array([1]), 1.0).tolist() == [int(square_key(10, 10))]
+    assert groups.squares(np.array([0]), 4.0).tolist() == [
+        int(square_key(0, -1)),
+        int(square_key(0, 0)),
+    ]
+
+
 #: The lengthscale (degrees) of the wide-county test: its tiles are narrower than many counties.
 S_WIDE = 0.02
 
