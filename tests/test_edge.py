@@ -348,6 +348,24 @@ def test_counties_wider_than_a_tile_read_the_square_they_are_drawn_in(us_events)
     assert got == pytest.approx(want, abs=1e-12)
 
 
+def test_squares_over_the_raster_budget_leave_the_counties_tiles(us_events, monkeypatch):
+    """Where the squares would take a level over ``MAX_FIELD_CELLS``, only the wide counties'
+    cases go back to the per-event path: the other counties keep their tiles."""
+    from hawkes_cli.engine import region_groups
+    from hawkes_cli.engine.region_groups import FIELD_KAPPA, GroupedMass
+
+    _, _, region, _, polys, codes = us_events
+    groups = EventGroups.of_polygons(polys.triangles, polys.tri_owner, codes)
+    level, _ = GroupedMass(region, groups).levels(S_WIDE)
+    full = GroupedMass(region, groups).plan(level)
+    counties = [t for t in full.tiles if t.tag[-1] != "square"]
+    h = 2.0 ** (int(level[0]) / region_groups.LATTICE_STEPS) / FIELD_KAPPA
+    monkeypatch.setattr(region_groups, "MAX_FIELD_CELLS", region_groups._cells(counties, h) + 1)
+    plan = GroupedMass(region, groups).plan(level)
+    assert [t.tag for t in plan.tiles] == [t.tag for t in counties] and plan.wide == ()
+    assert np.array_equal(np.sort(plan.per_event), np.sort(full.wide[0].rows))
+
+
 def test_model2_grouped_masses_are_the_per_event_paths(us_events):
     """Model 2 (a lengthscale per county, sigma_x / sqrt(D)), planned per county: each county
     reads the two raster levels around its own lengthscale, and the masses are the per-event

@@ -364,11 +364,15 @@ class GroupedMass:
             if self.factors is not None:
                 tag = (*tag, hashlib.blake2b(members[mine].tobytes(), digest_size=8).hexdigest())
             tiles.append(PlanTile(k, tag, box, self.groups.rows(members[mine])))
+        if _cells(tiles, h) > MAX_FIELD_CELLS:  # too many cells: the per-event path for them all
+            return TilePlan(
+                [], np.concatenate([self.groups.rows(m) for m in (members, wide_members)])
+            )
+        counties = len(tiles)
         wide, per_event = self._wide(k, wide_members, tiles, index.box_near, tile, margin)
-        cells = sum(((t.box[1] - t.box[0]) / h) * ((t.box[3] - t.box[2]) / h) for t in tiles)
-        if cells > MAX_FIELD_CELLS:  # too many cells: the per-event path for them all
-            rows = [self.groups.rows(members), per_event, *(w.rows for w in wide)]
-            return TilePlan([], np.concatenate(rows))
+        if _cells(tiles, h) > MAX_FIELD_CELLS:  # the squares too: their cases per event
+            del tiles[counties:]
+            wide, per_event = (), self.groups.rows(wide_members)
         return TilePlan(tiles, per_event, wide)
 
     def _wide(
@@ -398,3 +402,8 @@ class GroupedMass:
                 box = (x0 - margin, x0 + side + margin, y0 - margin, y0 + side + margin)
                 tiles.append(PlanTile(k, (a, b, "square"), box, np.empty(0, np.int64)))
         return (WideRows(rows, side, keys, tile),), np.empty(0, np.int64)
+
+
+def _cells(tiles: list[PlanTile], h: float) -> float:
+    """Raster cells of side ``h`` that ``tiles`` need in all."""
+    return sum(((t.box[1] - t.box[0]) / h) * ((t.box[3] - t.box[2]) / h) for t in tiles)
