@@ -370,9 +370,8 @@ class BoundaryRegion:
             tile = TILE_LENGTHSCALES * s_lo
             tx = np.floor(x[rows] / tile).astype(np.int64)
             ty = np.floor(y[rows] / tile).astype(np.int64)
-            # (tx, ty) as one key, ty offset to be >= 0 (negative coordinates)
-            keys, group = np.unique(tx * 2**32 + (ty + 2**31), return_inverse=True)
-            keys = np.stack([keys >> 32, (keys & (2**32 - 1)) - 2**31], axis=1)
+            keys, group = np.unique(square_key(tx, ty), return_inverse=True)
+            keys = np.stack(square_of(keys), axis=1)
             order = np.argsort(group, kind="stable")
             cuts = np.searchsorted(group[order], np.arange(keys.shape[0] + 1))
             parts = [rows[order[cuts[g] : cuts[g + 1]]] for g in range(keys.shape[0])]
@@ -686,3 +685,13 @@ def _coverage(
 
 
 Region = RectangleRegion | BoundaryRegion
+
+
+def square_key(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """One int64 key per tile square ``(a, b)`` (either may be negative); :func:`square_of`."""
+    return np.asarray(a, dtype=np.int64) * 2**32 + (np.asarray(b, dtype=np.int64) + 2**31)
+
+
+def square_of(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The tile square ``(a, b)`` of each :func:`square_key`."""
+    return key >> 32, (key & (2**32 - 1)) - 2**31

@@ -42,6 +42,8 @@ from .region import (
     MAX_FIELD_CELLS,
     TILE_LENGTHSCALES,
     BoundaryRegion,
+    square_key,
+    square_of,
 )
 
 #: Plans kept (lattice levels; a chain's sigma_x visits a few).
@@ -130,11 +132,6 @@ class EventGroups:
         """The events of ``groups``, int64."""
         parts = [self.order[self.cuts[g] : self.cuts[g + 1]] for g in groups]
         return np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)
-
-
-def square_key(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """One int64 key per tile square ``(a, b)`` (either may be negative)."""
-    return np.asarray(a, dtype=np.int64) * 2**32 + (np.asarray(b, dtype=np.int64) + 2**31)
 
 
 @dataclass(frozen=True)
@@ -254,8 +251,9 @@ class GroupedMass:
         # all their mass: one lookup each (:mod:`.region_screen`), no raster read
         screen = self.region.screen(x, y)
         wide_rows, wide_tile, missing = plan.assign(x, y)
-        by_tile = wide_rows[np.argsort(wide_tile, kind="stable")]
-        cuts = np.searchsorted(np.sort(wide_tile), np.arange(len(plan.tiles) + 1))
+        order = np.argsort(wide_tile, kind="stable")
+        by_tile = wide_rows[order]
+        cuts = np.searchsorted(wide_tile[order], np.arange(len(plan.tiles) + 1))
         for i, t in enumerate(plan.tiles):
             mine = np.concatenate([t.rows, by_tile[cuts[i] : cuts[i + 1]]])
             rows = mine[~screen.far(x[mine], y[mine], self.reach(t.level))]
@@ -394,8 +392,7 @@ class GroupedMass:
             return (), rows
         keys = self.groups.squares(members, side)
         tile = np.full(keys.size, -1, dtype=np.int64)
-        for i, key in enumerate(keys.tolist()):
-            a, b = key >> 32, (key & (2**32 - 1)) - 2**31
+        for i, (a, b) in enumerate(zip(*(c.tolist() for c in square_of(keys)), strict=True)):
             x0, y0 = a * side, b * side
             if near(np.array([x0, x0 + side, y0, y0 + side])):
                 tile[i] = len(tiles)
