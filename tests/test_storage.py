@@ -616,18 +616,19 @@ sleep, mode = float(sys.argv[4]), sys.argv[5]
 writer, ckpt = ChainWriter.open(path, make_meta())
 start = writer.n_committed
 assert (ckpt is None) if start == 0 else (ckpt["next"] == start), (start, ckpt)
-print("ready", start, flush=True)
+say = lambda *words: (sys.stdout.write(" ".join(map(str, words)) + "\\n"), sys.stdout.flush())
+say("ready", start)  # one write per line: a kill never leaves half a line, even unbuffered
 if mode == "die-before-replace":
     os.replace = lambda src, dst: os.kill(os.getpid(), signal.SIGKILL)
 for i in range(start, total):
     writer.append(draw(i))
     if writer.n_pending == k or i == total - 1:
         writer.commit({"next": i + 1, "rng": {"state": i + 1}})
-        print("committed", writer.n_committed, flush=True)
+        say("committed", writer.n_committed)
     if sleep:
         time.sleep(sleep)
 writer.close()
-print("done", writer.n_committed, flush=True)
+say("done", writer.n_committed)
 """
 
 
@@ -662,10 +663,13 @@ def _wait_for(out: Path, word: str, proc: subprocess.Popen, timeout: float = 20.
 
 
 def _last_count(out: Path) -> int | None:
+    # only whole lines: with PYTHONUNBUFFERED set (as some CI runners do) a kill used to
+    # land between print's separate writes and leave "committed" without its count
+    whole = out.read_text().split("\n")[:-1]
     counts = [
         int(line.split()[1])
-        for line in out.read_text().splitlines()
-        if line.split()[:1] in (["ready"], ["committed"])
+        for line in whole
+        if line.split()[:1] in (["ready"], ["committed"]) and len(line.split()) == 2
     ]
     return counts[-1] if counts else None
 
