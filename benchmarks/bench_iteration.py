@@ -123,11 +123,16 @@ def summarise(rows: list[dict], skip: int) -> dict:
         return {"iterations": 0}
 
     def med(key: str) -> float:
-        return statistics.median(float(r[key]) for r in rows)
+        return statistics.median(float(r.get(key, 0.0)) for r in rows)
 
     kernels: dict[str, list[float]] = {}
     stages: dict[str, list[float]] = {}
+    worker: dict[str, list[float]] = {}
     for r in rows:
+        for k, v in r.get("worker_stages", {}).items():
+            worker.setdefault(k, [0.0, 0.0])
+            worker[k][0] += v["cpu_s"] / len(rows)
+            worker[k][1] += v["calls"] / len(rows)
         for k, v in r["kernels"].items():
             kernels.setdefault(k, [0.0, 0.0])
             kernels[k][0] += v["seconds"] / len(rows)
@@ -146,6 +151,7 @@ def summarise(rows: list[dict], skip: int) -> dict:
         "iterations": len(rows),
         "wall_s": med("wall_s"),
         "host_cpu_s": med("host_cpu_s"),
+        "worker_cpu_s": med("worker_cpu_s"),
         "kernel_s": med("kernel_s"),
         "trigger_passes": med("trigger_passes"),
         "bytes_up": med("bytes_up"),
@@ -159,6 +165,7 @@ def summarise(rows: list[dict], skip: int) -> dict:
             k: {"cpu_s": v[0], "median_cpu_s": stage_median(k), "calls": v[1]}
             for k, v in sorted(stages.items())
         },
+        "worker_stages": {k: {"cpu_s": v[0], "calls": v[1]} for k, v in sorted(worker.items())},
     }
 
 
@@ -178,9 +185,10 @@ def text(meta: dict, results: dict) -> str:
         f"(tiered 10+1, float32, tolerance 0.05, edge censored, continuous times), "
         f"{meta['device']}, {meta['machine']}, commit {meta['commit']}",
         "# per iteration, medians over the iterations after the first "
-        f"{meta['skip']} (host = main thread's CPU; kernels from OpenCL profiling events); "
-        "kernels and host stages: means over those iterations (stages: median beside)",
-        "config      its  wall s  host s  kernel s  trig  MB up  MB down  syncs",
+        f"{meta['skip']} (host = main thread's CPU; worker = the thread that builds the next "
+        "draw's grid index and row blocks, engine/ahead.py; kernels from OpenCL profiling "
+        "events); kernels and host stages: means over those iterations (stages: median beside)",
+        "config      its  wall s  host s  worker s  kernel s  trig  MB up  MB down  syncs",
     ]
     for name, r in results.items():
         s = r.get("summary", {})
@@ -189,7 +197,8 @@ def text(meta: dict, results: dict) -> str:
             continue
         lines.append(
             f"{name:<11} {s['iterations']:>3}  {s['wall_s']:>6.3f}  {s['host_cpu_s']:>6.3f}  "
-            f"{s['kernel_s']:>8.3f}  {s['trigger_passes']:>4.1f}  {s['bytes_up'] / 1e6:>5.1f}  "
+            f"{s.get('worker_cpu_s', 0.0):>8.3f}  {s['kernel_s']:>8.3f}  "
+            f"{s['trigger_passes']:>4.1f}  {s['bytes_up'] / 1e6:>5.1f}  "
             f"{s['bytes_down'] / 1e6:>7.1f}  {s['syncs']:>5.0f}"
         )
     for name, r in results.items():
@@ -203,6 +212,10 @@ def text(meta: dict, results: dict) -> str:
         for k, v in sorted(s["stages"].items(), key=lambda kv: -kv[1]["cpu_s"]):
             med = v.get("median_cpu_s", float("nan"))
             lines.append(f"  {k:<22} {v['cpu_s']:>8.4f}  {med:>8.4f}  {v['calls']:>5.1f}")
+        if s.get("worker_stages"):
+            lines.append(f"{name}: worker-thread stages (CPU s per iteration: mean; calls)")
+            for k, v in sorted(s["worker_stages"].items(), key=lambda kv: -kv[1]["cpu_s"]):
+                lines.append(f"  {k:<22} {v['cpu_s']:>8.4f}            {v['calls']:>5.1f}")
     chosen = [f"  {name}: {r['trigger_choice']}" for name, r in results.items()
               if r.get("trigger_choice")]  # fmt: skip
     if chosen:

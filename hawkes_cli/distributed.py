@@ -94,6 +94,10 @@ class ChainRank:
         file's points; None when locations are never redrawn.
     file_locations
         The events file's ``(x, y)``, restored after the search.
+    ahead
+        Starts building what the next location draw needs while this iteration runs
+        (:meth:`~hawkes_cli.engine.truncated.TruncatedBackend.prepare_locations`, given the
+        next draw's pending points; :mod:`hawkes_cli.engine.ahead`); None: nothing ahead.
     """
 
     def __init__(
@@ -106,8 +110,10 @@ class ChainRank:
         subsample: Callable[[], Likelihood] | None = None,
         search_locations: Callable[[], tuple[np.ndarray, np.ndarray]] | None = None,
         file_locations: tuple[np.ndarray, np.ndarray] | None = None,
+        ahead: Callable[[np.ndarray, np.ndarray, Callable[[], Any]], None] | None = None,
     ) -> None:
         self.likelihood = likelihood
+        self._ahead = ahead
         self.comm = comm
         self.locations = locations
         self.stop = stop
@@ -135,6 +141,11 @@ class ChainRank:
             x, y = self.locations.draw()
         with profile.stage("set locations"):
             self.likelihood.set_locations(x, y)
+        if self._ahead is not None:  # the next draw, on the device, while this one is used
+            with profile.stage("location draw"):
+                pending = self.locations.draw_ahead()
+            if pending is not None:
+                self._ahead(pending.x, pending.y, pending.wait)
 
     def use_search_locations(self) -> bool:
         """Put the events at the fast start's location draw (when the chain has one; every

@@ -5,12 +5,16 @@ record) and each event's polygon code; :class:`LocationStream` draws all N locat
 from a random stream that every rank of a chain holds identically, so locations are never
 broadcast. The stream remembers its state before its last draw: that is what a checkpoint
 stores, and :meth:`LocationStream.rewind` plus one draw gives the same locations back.
+:meth:`LocationStream.draw_ahead` starts the next draw early on a copy of the stream; the
+stream itself moves only when that draw is taken, so checkpoints are the same with it.
 """
 
 from __future__ import annotations
 
+import copy
 import logging
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -21,7 +25,7 @@ from .errors import EventsError
 from .regions import run_polygons
 
 if TYPE_CHECKING:
-    from .engine.point_draw import DevicePointDraw
+    from .engine.point_draw import DevicePointDraw, PendingPoints
     from .geo import PolygonSampler
 
 log = logging.getLogger(__name__)
@@ -60,6 +64,15 @@ def make_resampler(config: Config, data: EventData) -> tuple[PolygonSampler, np.
     return polys, polys.codes(data.fips)
 
 
+@dataclass(frozen=True)
+class _Ahead:
+    """A draw started early: the stream's state before and after it, and its points."""
+
+    before: dict[str, Any]
+    after: dict[str, Any]
+    points: PendingPoints
+
+
 class LocationStream:
     """Draws of all event locations from one random stream (the same on every rank).
 
@@ -96,6 +109,7 @@ class LocationStream:
         self.rng = rng
         self.device = device
         self._last_state: dict[str, Any] | None = None
+        self._ahead: _Ahead | None = None
 
     @property
     def last_state(self) -> dict[str, Any] | None:
@@ -103,20 +117,38 @@ class LocationStream:
         return self._last_state
 
     def draw(self) -> tuple[np.ndarray, np.ndarray]:
-        """New locations of all N events, uniform in each event's polygon.
+        """New locations of all N events, uniform in each event's polygon (the draw
+        :meth:`draw_ahead` started, when it is the one the stream is at).
 
         Returns
         -------
         x, y : (N,) float64
             Coordinates (coordinate units).
         """
+        ahead, self._ahead = self._ahead, None
         self._last_state = self.rng.bit_generator.state
+        if ahead is not None and self.device is not None and ahead.before == self._last_state:
+            self.rng.bit_generator.state = ahead.after
+            return self.device.take(ahead.points)
         r = self.rng.random((self.codes.size, 3))  # what PolygonSampler.sample consumes
         if self.device is not None:
             return self.device.draw(r)
         return self.polygons.place(self.codes, r, self.order)
 
+    def draw_ahead(self) -> PendingPoints | None:
+        """Start the next :meth:`draw` on the device now, from a copy of the stream, and
+        return its pending points (None when draws are made on the host). The stream and
+        :attr:`last_state` stay as they are until :meth:`draw` takes it."""
+        if self.device is None:
+            return None
+        rng = copy.deepcopy(self.rng)
+        before = rng.bit_generator.state
+        points = self.device.enqueue(rng.random((self.codes.size, 3)))
+        self._ahead = _Ahead(before, rng.bit_generator.state, points)
+        return points
+
     def rewind(self, state: Mapping[str, Any]) -> None:
         """Set the generator to ``state`` (a :attr:`last_state`): the next :meth:`draw`
         repeats the draw that followed it."""
+        self._ahead = None
         self.rng.bit_generator.state = dict(state)

@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -355,6 +356,51 @@ def test_truncated_chain_resumes_bit_for_bit_at_its_cutoff(tmp_path, events, kin
     sidecar_path(target).write_text(json.dumps(side))
     run_chain(cfg, 0)
     assert read_sidecar(target)["checkpoint"]["truncation"]["kappa"] == larger
+
+
+def test_index_built_ahead_on_a_worker_gives_the_same_chain(tmp_path, events, monkeypatch):
+    """``resample_every: 1`` with the truncated trigger: the next draw's grid index and row
+    blocks are built on a worker thread while the device runs the current iteration
+    (:mod:`hawkes_cli.engine.ahead`). The draws are those of a chain that builds them on the
+    main thread, bit for bit, also when stopped and resumed; and most indexes did come from
+    the worker (else this would compare the main-thread path with itself)."""
+    from hawkes_cli.engine import ahead, truncated
+
+    threads: list[str] = []
+    real = ahead.index_for
+
+    def counted(*args, **kwargs):
+        threads.append(threading.current_thread().name)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(ahead, "index_for", counted)
+    monkeypatch.setattr(truncated, "index_for", counted)
+    over = {
+        "engine__tolerance": 1e-2,
+        "engine__trigger": "truncated",
+        **TIERED,
+        "sampler__resample_every": 1,
+        "sampler__iterations": 60,
+        "sampler__warmup": 20,
+    }
+    monkeypatch.setattr(ahead, "DRAW_AHEAD", False)
+    ref = load_config(write_config(tmp_path, events, "main", **over))
+    run_chain(ref, 0)
+    assert threads and not any(t.startswith("hawkes-ahead") for t in threads)
+    monkeypatch.setattr(ahead, "DRAW_AHEAD", True)
+    threads.clear()
+    cfg = load_config(write_config(tmp_path, events, "ahead", **over))
+    run_chain(cfg, 0)
+    on_worker = sum(t.startswith("hawkes-ahead") for t in threads)
+    assert on_worker >= 30, threads  # one per redraw, less the lattice moves of the warm-up
+    stop = load_config(write_config(tmp_path, events, "stop", **over))
+    assert run_chain(stop, 0, stop=StopAfter(30)).stopped
+    assert run_chain(stop, 0).finished
+    want = draws(ref.output.run_dir)
+    for run in (cfg, stop):
+        got = draws(run.output.run_dir)
+        for key in want:
+            np.testing.assert_array_equal(got[key], want[key], err_msg=key)
 
 
 @pytest.mark.mpi

@@ -281,6 +281,15 @@ class DeviceEvents:
         cl.enqueue_copy(self.queue, host, buf)
         profile.read_back(host.nbytes)
 
+    def read_later(self, host: np.ndarray, buf: Any) -> Any:
+        """Start copying ``buf`` into ``host`` (as :meth:`read`) without waiting; returns the
+        copy's event. ``host`` must not be touched until the event is complete."""
+        import pyopencl as cl
+
+        event = cl.enqueue_copy(self.queue, host, buf, is_blocking=False)
+        profile.read_back(host.nbytes, sync=False)
+        return event
+
     def output(self, nbytes: int, *, read: bool = False) -> Any:
         """A device buffer of ``nbytes`` bytes (at least 8) the kernels write (and, with
         ``read``, also read). Its contents are undefined until a kernel writes them; with

@@ -100,8 +100,6 @@ class DeviceIndex:
     rows : dict
         Row blocks on the host by time width (the probe of the calibration and the first
         evaluation share them).
-    group : dict
-        Their grouping level by time width.
     pre_key : (sigma_t, amplitude version) or None
         What the prefix sums and moments were last computed for.
     amplitude : (version, sa, swd) or None
@@ -112,7 +110,6 @@ class DeviceIndex:
     buffers: IndexBuffers
     kl: tuple[float, Any] | None = None
     rows: dict[float, np.ndarray] = field(default_factory=dict)
-    group: dict[float, int] = field(default_factory=dict)
     pre_key: tuple[float, int] | None = None
     amplitude: tuple[int, Any, Any] | None = None
 

@@ -16,6 +16,8 @@ comparisons and the same float64 operations in the same order, none contracted
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -86,6 +88,13 @@ class DevicePointDraw:
         x, y : (N,) float64
             The points (coordinate units), read back from the device.
         """
+        return self.take(self.enqueue(r))
+
+    def enqueue(self, r: np.ndarray) -> PendingPoints:
+        """Start the draw of :meth:`draw` on the device and return at once: the points arrive
+        in the returned arrays when its ``wait()`` returns; :meth:`take` then makes them the
+        events' next locations. Each draw has buffers of its own, so the current locations
+        stay valid meanwhile."""
         ev = self._events
         n = ev.n
         r = np.ascontiguousarray(r, dtype=np.float64)
@@ -111,10 +120,37 @@ class DevicePointDraw:
         )  # fmt: skip
         self._kernel(ev.queue, item_range(self._padded), None, args)
         x, y = np.empty(n), np.empty(n)
-        ev.read(x, bufs.xd)
-        ev.read(y, bufs.yd)
-        ev.drawn_on_device(x, y, bufs)
-        return x, y
+        ev.read_later(x, bufs.xd)
+        done = ev.read_later(y, bufs.yd)  # an in-order queue: x's copy is done before it
+        return PendingPoints(x, y, bufs, done.wait)
+
+    def take(self, pending: PendingPoints) -> tuple[np.ndarray, np.ndarray]:
+        """Wait for ``pending``'s points and leave them for the events' next
+        :meth:`~.device.DeviceEvents.set_locations` (see :meth:`draw`)."""
+        pending.wait()
+        profile.synced()
+        self._events.drawn_on_device(pending.x, pending.y, pending.buffers)
+        return pending.x, pending.y
+
+
+@dataclass(frozen=True)
+class PendingPoints:
+    """A location draw started on the device (:meth:`DevicePointDraw.enqueue`).
+
+    Attributes
+    ----------
+    x, y : (N,) float64
+        The points, valid once ``wait()`` has returned.
+    buffers
+        The points on the device in every form the kernels read.
+    wait
+        Blocks until ``x`` and ``y`` hold the points (safe from any thread).
+    """
+
+    x: np.ndarray
+    y: np.ndarray
+    buffers: LocationBuffers
+    wait: Callable[[], Any]
 
 
 def device_point_draw(

@@ -12,6 +12,9 @@ opens a device (:meth:`hawkes_cli.engine.device.Device.select`). Then:
 * host stages (:func:`stage`: the grid index, row blocks, a location draw, ...) are timed with
   the main thread's CPU clock (:func:`time.thread_time`, which leaves out the threads an
   OpenCL CPU driver runs kernels on, and the time the main thread waits);
+* work a worker thread does for the next iteration (:mod:`.ahead`; :func:`worker_stage`) is
+  timed with that thread's CPU clock and reported apart, as ``worker_stages`` and
+  ``worker_cpu_s``, in the iteration in which it ends;
 * :func:`iteration_end` appends one JSON object per iteration to the file (the chain loop
   calls it; ``benchmarks/bench_iteration.py`` summarises the file).
 
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -42,7 +46,9 @@ class _Counters:
     bytes_up: int = 0
     reads: int = 0
     bytes_down: int = 0
+    syncs: int = 0
     stages: dict[str, list[float]] = field(default_factory=dict)  # name -> [seconds, calls]
+    worker: dict[str, list[float]] = field(default_factory=dict)  # the same, worker thread
     cpu0: float = 0.0
     wall0: float = 0.0
 
@@ -55,6 +61,7 @@ class _Recorder:
 
 _ACTIVE: _Recorder | None = None
 _CHECKED = False
+_WORKER_LOCK = threading.Lock()
 
 
 def active() -> bool:
@@ -85,11 +92,19 @@ def uploaded(nbytes: int) -> None:
         _ACTIVE.now.bytes_up += int(nbytes)
 
 
-def read_back(nbytes: int) -> None:
-    """Count one blocking device-to-host copy of ``nbytes`` bytes (a synchronisation)."""
+def read_back(nbytes: int, *, sync: bool = True) -> None:
+    """Count one device-to-host copy of ``nbytes`` bytes (with ``sync``, a blocking one: a
+    synchronisation)."""
     if _ACTIVE is not None:
         _ACTIVE.now.reads += 1
         _ACTIVE.now.bytes_down += int(nbytes)
+        _ACTIVE.now.syncs += int(sync)
+
+
+def synced() -> None:
+    """Count one wait for the device that is not a blocking copy (a draw's points, taken)."""
+    if _ACTIVE is not None:
+        _ACTIVE.now.syncs += 1
 
 
 @contextmanager
@@ -107,10 +122,28 @@ def stage(name: str) -> Iterator[None]:
         entry[1] += 1
 
 
+@contextmanager
+def worker_stage(name: str) -> Iterator[None]:
+    """Time a stage a worker thread runs (:mod:`.ahead`) with that thread's CPU clock."""
+    if _ACTIVE is None:
+        yield
+        return
+    c0 = time.thread_time()
+    try:
+        yield
+    finally:
+        seconds = time.thread_time() - c0
+        with _WORKER_LOCK:
+            entry = _ACTIVE.now.worker.setdefault(name, [0.0, 0])
+            entry[0] += seconds
+            entry[1] += 1
+
+
 def iteration_begin() -> None:
     """Start counting an iteration (drops what came before: set-up, the previous one)."""
     if _ACTIVE is not None:
-        _ACTIVE.now = _Counters(cpu0=time.thread_time(), wall0=time.perf_counter())
+        with _WORKER_LOCK:
+            _ACTIVE.now = _Counters(cpu0=time.thread_time(), wall0=time.perf_counter())
 
 
 def _kernel_seconds(launches: list[tuple[str, Any]]) -> dict[str, list[float]]:
@@ -144,13 +177,18 @@ def iteration_end(iteration: int, **extra: Any) -> dict[str, Any] | None:
         "bytes_up": now.bytes_up,
         "reads": now.reads,
         "bytes_down": now.bytes_down,
-        "syncs": now.reads,
+        "syncs": now.syncs,
         "stages": {k: {"cpu_s": v[0], "calls": v[1]} for k, v in sorted(now.stages.items())},
         **extra,
     }
+    with _WORKER_LOCK:
+        worker = dict(now.worker)
+    record["worker_cpu_s"] = sum(v[0] for v in worker.values())
+    record["worker_stages"] = {k: {"cpu_s": v[0], "calls": v[1]} for k, v in sorted(worker.items())}
     with open(_ACTIVE.path, "a", encoding="utf-8") as f:
         f.write(json.dumps(record) + "\n")
-    _ACTIVE.now = _Counters(cpu0=time.thread_time(), wall0=time.perf_counter())
+    with _WORKER_LOCK:
+        _ACTIVE.now = _Counters(cpu0=time.thread_time(), wall0=time.perf_counter())
     return record
 
 

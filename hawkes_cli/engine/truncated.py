@@ -100,7 +100,7 @@ from __future__ import annotations
 import logging
 import math
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -108,22 +108,18 @@ import numpy as np
 from ..parallel import Comm, SerialComm
 from ..vocab import DEFAULT_BACKGROUND, DEFAULT_TOLERANCE
 from . import profile
+from .ahead import IndexAhead, IndexInputs, blocks_for, index_for
 from .base import LAMBDA_FLOOR, BoundedPairBackend
 from .calibration import ProbePoint, RowRatios, calibrate
 from .choice import SwitchedTrigger, TriggerChoice
 from .device import DeviceEvents
 from .grid import (
     EXP_SPAN,
-    EXPAND_MIN,
     KAPPA_MAX,
-    build_index,
-    grouping_level,
     initial_kappa,
     lattice_up,
     level_bands,
     level_kappas,
-    row_blocks,
-    row_groups,
     source_levels,
     temporal_sums,
 )
@@ -227,6 +223,11 @@ class TruncatedBackend(SwitchedTrigger, BoundedPairBackend):
         events.keep_float64_copies()
         self._buf_wd = events.upload(self._w)  # the sources' weights in float64 (index upload)
         self._buf_level = events.upload(self._level.astype(np.int32))  # (presence grid)
+        rows = (self.row_start, self.row_stop)
+        self._ahead = IndexAhead(
+            IndexInputs(self._level, self.nlevels, self._r_unit, self._w, self._ceil, self._t,
+                        self._span, rows)
+        )  # fmt: skip
         self._reset_locations()
         nrows = self.row_stop - self.row_start
         self._e_host = np.empty(nrows)
@@ -310,8 +311,16 @@ class TruncatedBackend(SwitchedTrigger, BoundedPairBackend):
         (:meth:`~.grid_upload.DeviceIndex.source_weights`)."""
         return di.source_weights(self.events, self._amplitude, self._amplitude_version, self._w)
 
+    def prepare_locations(self, x: np.ndarray, y: np.ndarray, ready: Callable[[], Any]) -> None:
+        """The next locations will be ``x``, ``y`` (``ready()`` returns once the arrays hold
+        them): the next pass starts building their grid index and row blocks on the worker
+        thread (:mod:`.ahead`) at its own lattice point; :meth:`set_locations` with these very
+        arrays takes them."""
+        self._ahead.expect(x, y, ready)
+
     def _reset_locations(self) -> None:
         self._x, self._y = self.events.x, self.events.y
+        self._ahead.take(self._x, self._y)
         self._x0, self._y0 = float(self._x.min()), float(self._y.min())
         with profile.stage("presence"):
             self._presence = DevicePresence.build(
@@ -331,19 +340,10 @@ class TruncatedBackend(SwitchedTrigger, BoundedPairBackend):
         if hit is not None:
             self._index_cache.move_to_end(key)
             return hit
-        with profile.stage("grid index"):
-            index = build_index(
-                self._x,
-                self._y,
-                self._level,
-                self.nlevels,
-                self._r_unit,
-                key[0],
-                level_kappas(key[1], self._ceil),
-                weight=self._w,
-                ceil=self._ceil,
-                expand_min=EXPAND_MIN,
-            )
+        index = self._ahead.index(key)  # built on the worker while the last iteration ran
+        if index is None:
+            with profile.stage("grid index"):
+                index = index_for(self._ahead.inputs, self._x, self._y, key)
         with profile.stage("index upload"):
             buffers = upload_index(
                 self.events,
@@ -428,6 +428,10 @@ class TruncatedBackend(SwitchedTrigger, BoundedPairBackend):
             return np.empty(0), np.empty(0)
         di = self._build_index(sigma_x)
         blocks = self._blocks(di, sigma_x, sigma_t)
+        # the next draw's index, at this lattice point (the first pass after a redraw is at
+        # the chain's current state), on the worker while the device runs
+        width = _BLOCK_WIDTH * lattice_up(sigma_t)
+        self._ahead.start((lattice_up(sigma_x), lattice_up(kappa)), width)
         kl = self._level_kappas(di, kappa)
         e, omega = self._bounded_pass(di, blocks, kl, kappa, sigma_x, sigma_t)
         # a new cut-off, grid index or set of row blocks: check it on this device
@@ -594,15 +598,11 @@ class TruncatedBackend(SwitchedTrigger, BoundedPairBackend):
         rows = di.rows.get(width)
         if rows is not None:
             return rows
-        index = di.index
-        g = di.group.get(width)  # kept per width: cheap, and the rows are not
-        if g is None:
-            g = grouping_level(index, self._x, self._y, self._level, self._span, width)
-            di.group[width] = g
-        with profile.stage("row blocks"):
-            group = row_groups(index, self._x, self._y, self._level, g) if g > 0 else None
-            rows = row_blocks(index, self._t, self.row_start, self.row_stop, width, group)
-        di.rows[width] = rows
+        hit = self._ahead.blocks(di.index, width)
+        if hit is None:
+            with profile.stage("row blocks"):
+                hit = blocks_for(self._ahead.inputs, di.index, self._x, self._y, width)
+        di.rows[width] = rows = hit[1]
         while len(di.rows) > _INDEX_CACHE:
             di.rows.pop(next(iter(di.rows)))
         return rows

@@ -20,7 +20,9 @@ from ..config import Config
 from ..data import EventData, load_events, resolve_area
 from ..distributed import ChainRank, ChainSetup
 from ..engine import Likelihood, build_likelihood
+from ..engine import ahead as draw_ahead
 from ..engine.point_draw import device_point_draw
+from ..engine.truncated import TruncatedBackend
 from ..parallel import Comm
 from ..regions import study_region
 from ..resample import LocationStream, make_resampler
@@ -93,11 +95,14 @@ def build_chain(config: Config, chain_id: int, comm: Comm, stop: StopFlag) -> Ch
         likelihood.trigger_cache_size = sc.n_expensive + 1
     search_locations, subsample = _search_inputs(config, data, resampler, likelihood_of)
     mcmc_seq, loc_seq = np.random.SeedSequence(sc.seed, spawn_key=(chain_id,)).spawn(2)
-    locations = None
+    locations = ahead = None
     if resampler is not None:
         polys, codes = resampler
         device = device_point_draw(likelihood.backend, *polys.draw_tables, codes)
         locations = LocationStream(polys, codes, rng=np.random.default_rng(loc_seq), device=device)
+        backend = likelihood.backend
+        if sc.resample_every == 1 and isinstance(backend, TruncatedBackend):
+            ahead = backend.prepare_locations if draw_ahead.DRAW_AHEAD else None
     rank = ChainRank(
         likelihood,
         comm,
@@ -106,6 +111,7 @@ def build_chain(config: Config, chain_id: int, comm: Comm, stop: StopFlag) -> Ch
         subsample=subsample,
         search_locations=search_locations,
         file_locations=(data.x, data.y),
+        ahead=ahead,
     )
     return ChainSetup(
         config=config,
