@@ -89,3 +89,40 @@ def test_profile_is_off_by_default(monkeypatch) -> None:
             pass
     finally:
         profile.reset()
+
+
+def test_worker_stages_are_reported_apart(monkeypatch, tmp_path) -> None:
+    """A worker thread's stage (:mod:`hawkes_cli.engine.ahead`) lands in ``worker_stages`` and
+    ``worker_cpu_s`` with that thread's CPU time, not in the main thread's ``stages`` or
+    ``host_cpu_s``; a non-blocking read counts bytes but no synchronisation."""
+    import threading
+    import time
+
+    from hawkes_cli.engine import profile
+
+    monkeypatch.setenv(profile.PROFILE_ENV, str(tmp_path / "p.jsonl"))
+    profile.reset()
+    try:
+        assert profile.active()
+        profile.iteration_begin()
+
+        def spin() -> None:
+            with profile.worker_stage("grid index"):
+                end = time.thread_time() + 0.2
+                while time.thread_time() < end:
+                    pass
+
+        worker = threading.Thread(target=spin)
+        worker.start()
+        worker.join()
+        profile.read_back(800, sync=False)
+        with profile.stage("set locations"):
+            pass
+        r = profile.iteration_end(0)
+    finally:
+        profile.reset()
+    assert r["worker_stages"]["grid index"]["calls"] == 1
+    assert r["worker_cpu_s"] >= 0.2 and r["worker_stages"]["grid index"]["cpu_s"] >= 0.2
+    assert "grid index" not in r["stages"] and r["host_cpu_s"] < 0.1  # the main thread waited
+    assert r["stages"]["set locations"]["calls"] == 1
+    assert (r["reads"], r["bytes_down"], r["syncs"]) == (1, 800, 0)

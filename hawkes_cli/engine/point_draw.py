@@ -16,7 +16,6 @@ comparisons and the same float64 operations in the same order, none contracted
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -120,9 +119,9 @@ class DevicePointDraw:
         )  # fmt: skip
         self._kernel(ev.queue, item_range(self._padded), None, args)
         x, y = np.empty(n), np.empty(n)
-        ev.read_later(x, bufs.xd)
-        done = ev.read_later(y, bufs.yd)  # an in-order queue: x's copy is done before it
-        return PendingPoints(x, y, bufs, done.wait)
+        # both copies' events are kept: pyopencl blocks when one of them is dropped early
+        copies = (ev.read_later(x, bufs.xd), ev.read_later(y, bufs.yd))
+        return PendingPoints(x, y, bufs, copies)
 
     def take(self, pending: PendingPoints) -> tuple[np.ndarray, np.ndarray]:
         """Wait for ``pending``'s points and leave them for the events' next
@@ -143,14 +142,20 @@ class PendingPoints:
         The points, valid once ``wait()`` has returned.
     buffers
         The points on the device in every form the kernels read.
-    wait
-        Blocks until ``x`` and ``y`` hold the points (safe from any thread).
+    copies
+        The events of the two copies into ``x`` and ``y`` (pyopencl NannyEvents, which
+        keep the host arrays alive until they are complete).
     """
 
     x: np.ndarray
     y: np.ndarray
     buffers: LocationBuffers
-    wait: Callable[[], Any]
+    copies: tuple[Any, ...]
+
+    def wait(self) -> None:
+        """Block until ``x`` and ``y`` hold the points (safe from any thread)."""
+        for event in self.copies:
+            event.wait()
 
 
 def device_point_draw(

@@ -28,7 +28,7 @@ import os
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -61,7 +61,7 @@ class _Recorder:
 
 _ACTIVE: _Recorder | None = None
 _CHECKED = False
-_WORKER_LOCK = threading.Lock()
+_LOCK = threading.Lock()
 
 
 def active() -> bool:
@@ -108,23 +108,9 @@ def synced() -> None:
 
 
 @contextmanager
-def stage(name: str) -> Iterator[None]:
-    """Time a host stage with the main thread's CPU clock (nested stages count in both)."""
-    if _ACTIVE is None:
-        yield
-        return
-    c0 = time.thread_time()
-    try:
-        yield
-    finally:
-        entry = _ACTIVE.now.stages.setdefault(name, [0.0, 0])
-        entry[0] += time.thread_time() - c0
-        entry[1] += 1
-
-
-@contextmanager
-def worker_stage(name: str) -> Iterator[None]:
-    """Time a stage a worker thread runs (:mod:`.ahead`) with that thread's CPU clock."""
+def _timed(name: str, table: str) -> Iterator[None]:
+    """Add the calling thread's CPU seconds in the block to ``name`` of the iteration's
+    ``table`` (``"stages"`` or ``"worker"``)."""
     if _ACTIVE is None:
         yield
         return
@@ -133,16 +119,26 @@ def worker_stage(name: str) -> Iterator[None]:
         yield
     finally:
         seconds = time.thread_time() - c0
-        with _WORKER_LOCK:
-            entry = _ACTIVE.now.worker.setdefault(name, [0.0, 0])
+        with _LOCK:
+            entry = getattr(_ACTIVE.now, table).setdefault(name, [0.0, 0])
             entry[0] += seconds
             entry[1] += 1
+
+
+def stage(name: str) -> AbstractContextManager[None]:
+    """Time a host stage with the main thread's CPU clock (nested stages count in both)."""
+    return _timed(name, "stages")
+
+
+def worker_stage(name: str) -> AbstractContextManager[None]:
+    """Time a stage a worker thread runs (:mod:`.ahead`) with that thread's CPU clock."""
+    return _timed(name, "worker")
 
 
 def iteration_begin() -> None:
     """Start counting an iteration (drops what came before: set-up, the previous one)."""
     if _ACTIVE is not None:
-        with _WORKER_LOCK:
+        with _LOCK:
             _ACTIVE.now = _Counters(cpu0=time.thread_time(), wall0=time.perf_counter())
 
 
@@ -181,13 +177,13 @@ def iteration_end(iteration: int, **extra: Any) -> dict[str, Any] | None:
         "stages": {k: {"cpu_s": v[0], "calls": v[1]} for k, v in sorted(now.stages.items())},
         **extra,
     }
-    with _WORKER_LOCK:
+    with _LOCK:
         worker = dict(now.worker)
     record["worker_cpu_s"] = sum(v[0] for v in worker.values())
     record["worker_stages"] = {k: {"cpu_s": v[0], "calls": v[1]} for k, v in sorted(worker.items())}
     with open(_ACTIVE.path, "a", encoding="utf-8") as f:
         f.write(json.dumps(record) + "\n")
-    with _WORKER_LOCK:
+    with _LOCK:
         _ACTIVE.now = _Counters(cpu0=time.thread_time(), wall0=time.perf_counter())
     return record
 
