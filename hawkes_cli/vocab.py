@@ -129,6 +129,10 @@ LAUNCHER_PID_ENV = "HAWKES_LAUNCHER_PID"
 #: ``chains/start.lock``) before it gives up with an error; default :data:`START_WAIT_SECONDS`.
 START_WAIT_ENV = "HAWKES_START_WAIT"
 START_WAIT_SECONDS = 3600.0
+#: Environment variable: ``0`` builds the next location draw's grid index on the main thread,
+#: not ahead on a worker (:mod:`hawkes_cli.engine.ahead`; the same draws either way), for
+#: A/B measurements on a new machine.
+DRAW_AHEAD_ENV = "HAWKES_DRAW_AHEAD"
 
 #: What a chain is doing, as `hawkes-run local` and `status` show it (its progress record).
 PHASE_PENDING = "pending"  # no record yet (or the launcher has not started the chain)

@@ -365,6 +365,7 @@ def test_index_built_ahead_on_a_worker_gives_the_same_chain(tmp_path, events, mo
     main thread, bit for bit, also when stopped and resumed; and most indexes did come from
     the worker (else this would compare the main-thread path with itself)."""
     from hawkes_cli.engine import ahead, truncated
+    from hawkes_cli.vocab import DRAW_AHEAD_ENV
 
     threads: list[str] = []
     real = ahead.index_for
@@ -383,11 +384,11 @@ def test_index_built_ahead_on_a_worker_gives_the_same_chain(tmp_path, events, mo
         "sampler__iterations": 60,
         "sampler__warmup": 20,
     }
-    monkeypatch.setattr(ahead, "DRAW_AHEAD", False)
+    monkeypatch.setenv(DRAW_AHEAD_ENV, "0")
     ref = load_config(write_config(tmp_path, events, "main", **over))
     run_chain(ref, 0)
     assert threads and not any(t.startswith("hawkes-ahead") for t in threads)
-    monkeypatch.setattr(ahead, "DRAW_AHEAD", True)
+    monkeypatch.delenv(DRAW_AHEAD_ENV)
     threads.clear()
     cfg = load_config(write_config(tmp_path, events, "ahead", **over))
     run_chain(cfg, 0)

@@ -23,6 +23,7 @@ driver's, with the same total.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -30,6 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..vocab import DRAW_AHEAD_ENV
 from . import profile
 from .grid import (
     EXPAND_MIN,
@@ -41,11 +43,15 @@ from .grid import (
     row_groups,
 )
 
-__all__ = ["DRAW_AHEAD", "IndexAhead", "IndexInputs", "blocks_for", "index_for"]
+__all__ = ["IndexAhead", "IndexInputs", "blocks_for", "enabled", "index_for"]
 
-#: Whether chains that redraw every iteration build the next draw's index on a worker thread
-#: (tests and A/B benchmarks turn it off to compare; the draws are the same either way).
-DRAW_AHEAD = True
+
+def enabled() -> bool:
+    """Whether chains that redraw every iteration build the next draw's index on the worker
+    thread: unless the environment's :data:`~hawkes_cli.vocab.DRAW_AHEAD_ENV` is ``0``
+    (A/B measurements; the draws are the same either way)."""
+    return os.environ.get(DRAW_AHEAD_ENV, "1").strip() != "0"
+
 
 _LOCK = threading.Lock()
 _EXECUTOR: ThreadPoolExecutor | None = None

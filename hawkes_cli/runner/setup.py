@@ -102,7 +102,7 @@ def build_chain(config: Config, chain_id: int, comm: Comm, stop: StopFlag) -> Ch
         locations = LocationStream(polys, codes, rng=np.random.default_rng(loc_seq), device=device)
         backend = likelihood.backend
         if sc.resample_every == 1 and isinstance(backend, TruncatedBackend):
-            ahead = backend.prepare_locations if draw_ahead.DRAW_AHEAD else None
+            ahead = backend.prepare_locations if draw_ahead.enabled() else None
     rank = ChainRank(
         likelihood,
         comm,
