@@ -121,18 +121,13 @@ def index_for(
 
 def blocks_for(
     inputs: IndexInputs, index: GridIndex, x: np.ndarray, y: np.ndarray, width: float
-) -> tuple[int, np.ndarray]:
-    """The grouping level and the row blocks of the backend's rows for ``index`` and blocks
-    ``width`` time units wide (:func:`~.grid.grouping_level`, :func:`~.grid.row_blocks`).
-
-    Returns
-    -------
-    group_level : int
-    rows : (nblocks, 16) int32
-    """
+) -> np.ndarray:
+    """The row blocks of the backend's rows for ``index`` and blocks ``width`` time units
+    wide, rows of dense levels grouped by the cells of :func:`~.grid.grouping_level`
+    (:func:`~.grid.row_blocks`), shape (nblocks, 16), int32."""
     g = grouping_level(index, x, y, inputs.level, inputs.span, width)
     group = row_groups(index, x, y, inputs.level, g) if g > 0 else None
-    return g, row_blocks(index, inputs.time, *inputs.rows, width, group)
+    return row_blocks(index, inputs.time, *inputs.rows, width, group)
 
 
 @dataclass(frozen=True)
@@ -143,7 +138,7 @@ class _Job:
     y: np.ndarray
     key: tuple[float, float]
     width: float
-    result: Future  # -> (GridIndex, group level, row blocks)
+    result: Future  # -> (GridIndex, row blocks)
 
 
 def _build(
@@ -153,13 +148,13 @@ def _build(
     ready: Callable[[], None],
     key: tuple[float, float],
     width: float,
-) -> tuple[GridIndex, int, np.ndarray]:
+) -> tuple[GridIndex, np.ndarray]:
     ready()  # the points' read from the device is complete
     with profile.worker_stage("grid index"):
         index = index_for(inputs, x, y, key)
     with profile.worker_stage("row blocks"):
-        g, rows = blocks_for(inputs, index, x, y, width)
-    return index, g, rows
+        rows = blocks_for(inputs, index, x, y, width)
+    return index, rows
 
 
 class IndexAhead:
@@ -181,8 +176,6 @@ class IndexAhead:
         self._expected: tuple[np.ndarray, np.ndarray, Callable[[], None]] | None = None
         self._next: _Job | None = None  # started for locations not yet set
         self._now: _Job | None = None  # started for the locations set now
-        self.hits = 0
-        """Grid indexes taken from the worker (tests, benchmarks)."""
 
     def expect(self, x: np.ndarray, y: np.ndarray, ready: Callable[[], None]) -> None:
         """The next locations will be ``x``, ``y`` (arrays the caller will pass to :meth:`take`
@@ -216,14 +209,12 @@ class IndexAhead:
         job = self._now
         if job is None or job.key != key:
             return None
-        self.hits += 1
         return job.result.result()[0]
 
-    def blocks(self, index: GridIndex, width: float) -> tuple[int, np.ndarray] | None:
-        """The worker's grouping level and row blocks for ``index`` (the worker's own) and
-        ``width``, or None."""
+    def blocks(self, index: GridIndex, width: float) -> np.ndarray | None:
+        """The worker's row blocks for ``index`` (the worker's own) and ``width``, or None."""
         job = self._now
         if job is None or job.width != width or not job.result.done():
             return None
-        built, g, rows = job.result.result()
-        return (g, rows) if built is index else None
+        built, rows = job.result.result()
+        return rows if built is index else None

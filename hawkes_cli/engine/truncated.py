@@ -598,11 +598,11 @@ class TruncatedBackend(SwitchedTrigger, BoundedPairBackend):
         rows = di.rows.get(width)
         if rows is not None:
             return rows
-        hit = self._ahead.blocks(di.index, width)
-        if hit is None:
+        rows = self._ahead.blocks(di.index, width)
+        if rows is None:
             with profile.stage("row blocks"):
-                hit = blocks_for(self._ahead.inputs, di.index, self._x, self._y, width)
-        di.rows[width] = rows = hit[1]
+                rows = blocks_for(self._ahead.inputs, di.index, self._x, self._y, width)
+        di.rows[width] = rows
         while len(di.rows) > _INDEX_CACHE:
             di.rows.pop(next(iter(di.rows)))
         return rows
