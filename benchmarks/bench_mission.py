@@ -76,7 +76,7 @@ COUNTIES = ("36061", "23009", "06037")
 SPLIT = (
     ("commit", ("hawkes_cli/storage/", "atomic.py", "commit (hawkes_cli/runner/loop.py")),
     ("location redraw", ("resample.py", "hawkes_cli/geo/", "hawkes_cli/counties/")),
-    ("index build", ("grid.py", "grid_upload.py", "_build_index", "_row_blocks", "_blocks ")),
+    ("index build", ("grid.py", "grid_upload.py", "draw_index.py", "ahead.py")),
     ("background pass", ("background",)),
     (
         "trigger kernel",

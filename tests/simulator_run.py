@@ -99,7 +99,7 @@ def run(
             run_out["b"] = b.tolist()
         else:
             e, omega = be.trigger_bounded(p.sigma_x, p.sigma_t)
-            di = be._build_index(p.sigma_x)
+            di = be._draw.index(p.sigma_x, be.kappa)
             be.set_amplitude(amplitude)  # the scaled row blocks and self-check rows
             scaled, scaled_omega = be.trigger_bounded(p.sigma_x, p.sigma_t)
             run_out["worst"] = max(
@@ -111,7 +111,7 @@ def run(
             run_out["omega"] = omega.tolist()
             run_out["expanded_sources"] = int(t.size - di.index.expanded[1])
             run_out["ring_rows"] = int(np.count_nonzero(be._ring_host))
-            blocks = be._blocks(di, p.sigma_x, p.sigma_t)
+            blocks = be._draw.blocks(di, p.sigma_x, p.sigma_t, be.kappa)
             run_out["blocks"] = int(blocks.count)
             run_out["path"] = be.trigger_path
         run_out["e"] = e.tolist()

@@ -101,7 +101,7 @@ def test_other_arrays_are_uploaded_not_taken(counties):
     np.testing.assert_array_equal(_read(events, events.buf_x, np.float32, n), x.astype(np.float32))
 
 
-def test_location_stream_device_and_host_agree():
+def test_location_stream_device_and_host_agree(monkeypatch):
     """A LocationStream with the device draw and one without give the same draws from the
     same seed, and rewinding repeats a draw (as a resumed chain does)."""
     from hawkes_cli.engine.device import Device, DeviceEvents
@@ -126,6 +126,33 @@ def test_location_stream_device_and_host_agree():
     b = dev.draw()
     np.testing.assert_array_equal(b[0], last[0])
     np.testing.assert_array_equal(b[1], last[1])
+    # drawn ahead (the next draw's uniforms made on the worker thread): the same draws, and a
+    # rewind between them drops what was made ahead
+    import threading
+
+    from hawkes_cli import resample
+    from hawkes_cli.engine import ahead
+
+    made = []
+    real = resample._uniforms
+
+    def tracked(rng, n):
+        made.append(threading.current_thread().name)
+        return real(rng, n)
+
+    monkeypatch.setattr(resample, "_uniforms", tracked)
+    for k in range(4):
+        if k == 2:
+            dev.rewind(dev.last_state)
+            host.rewind(host.last_state)
+        dev.draw_ahead()
+        a, b = host.draw(), dev.draw()
+        np.testing.assert_array_equal(a[0], b[0])
+        np.testing.assert_array_equal(a[1], b[1])
+    # made here for draws 0 and 2 (none made ahead yet; rewound), else on the worker
+    ahead.on_worker(lambda: None).result()
+    assert made.count("MainThread") == 2, made
+    assert sum(name.startswith("hawkes-ahead") for name in made) == 4, made
 
 
 def _truncated(model: int, precision: str, seed: int):
@@ -182,9 +209,9 @@ def test_index_sources_gathered_on_the_device_are_the_hosts(model, precision):
         if moved:
             x, y = x + rng.normal(0, 0.01, x.size), y + rng.normal(0, 0.01, y.size)
             tr.set_locations(x, y)
-        di = tr._build_index(0.05)
+        di = tr._draw.index(0.05, tr.kappa)
         assert di.index.expanded[1] < t.size  # some sources are summed by their moments
-        want = _host_sources(di.index, t, x, y, tr._w, (tr._x0, tr._y0), events.real)
+        want = _host_sources(di.index, t, x, y, tr._w, (tr._draw.x0, tr._draw.y0), events.real)
         for name, host in want.items():
             got = _read(events, getattr(di.buffers, name), host.dtype, host.size)
             np.testing.assert_array_equal(got, host, err_msg=name)
@@ -280,17 +307,17 @@ def test_block_levels_on_the_device_are_the_hosts(model):
             x, y = x + rng.normal(0, 0.02, x.size), y + rng.normal(0, 0.02, y.size)
             tr.set_locations(x, y)
         for sigma_x in (0.01, 0.05, 0.3):
-            di = tr._build_index(sigma_x)
-            blocks = tr._row_blocks(di, 10.0)
+            di = tr._draw.index(sigma_x, tr.kappa)
+            blocks = tr._draw.rows(di, 10.0)
             reach = 1.5 * np.sqrt(2.0 * level_kappas(lattice_up(tr.kappa), tr._ceil) / tr._floor)
             reach = reach * lattice_up(sigma_x)
             presence = level_presence(x, y, tr._level, tr.nlevels)
-            dp = tr._presence
+            dp = tr._draw.presence
             assert (dp.x0, dp.y0, dp.cell) == (presence.x0, presence.y0, presence.cell)
             sat = _read(events, dp.sat, np.int32, presence.sat.size).reshape(presence.sat.shape)
             np.testing.assert_array_equal(sat, presence.sat)
             want = block_levels(presence, x, y, blocks, reach)
-            got = _read(events, tr._presence.block_levels(events, events.upload(blocks),
+            got = _read(events, tr._draw.presence.block_levels(events, events.upload(blocks),
                         blocks.shape[0], reach), np.uint64, blocks.shape[0])  # fmt: skip
             assert np.any(want != want[0]) or model == 1  # blocks differ in their levels
             np.testing.assert_array_equal(got, want)

@@ -182,10 +182,10 @@ def test_no_kernel_reads_memory_it_did_not_write(model, precision, monkeypatch):
 def test_check_data_uses_every_path_of_the_row_block_kernel():
     tr = _backend("truncated", 2, "float64")
     tr.trigger_bounded(P.sigma_x, P.sigma_t)
-    di = tr._build_index(P.sigma_x)
+    di = tr._draw.index(P.sigma_x, tr.kappa)
     assert tr.n - di.index.expanded[1] > 300  # expansion boxes
     assert np.count_nonzero(tr._ring_host) > 100  # ring cells
-    assert tr._blocks(di, P.sigma_x, P.sigma_t).count > 100  # several row blocks
+    assert tr._draw.blocks(di, P.sigma_x, P.sigma_t, tr.kappa).count > 100  # several row blocks
 
 
 # --------------------------------------------------------------------------- devices --check

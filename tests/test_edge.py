@@ -270,6 +270,30 @@ def test_grouped_masses_follow_redraws_and_file_locations(us_events):
     np.testing.assert_allclose(grouped.mass(0.05)[0][:3], plain.mass(0.05)[0][:3], atol=1e-6)
 
 
+def test_deficit_is_the_mass_lost_by_the_rows_that_lose_some(us_events):
+    """``EdgeMass.deficit`` lists exactly the rows whose interpolated mass is below 1 or whose
+    error scale is not 0, with ``1 - mass`` and the error :meth:`mass` gives them, between two
+    lattice points and on one, and follows new locations (per county and per event)."""
+    x, y, region, _, polys, codes = us_events
+    groups = EventGroups.of_polygons(polys.triangles, polys.tri_owner, codes)
+    rng = np.random.default_rng(8)
+    for edge in (
+        EdgeMass(region, x, y, rows=(0, x.size), groups=groups),
+        EdgeMass(region, x, y, rows=(3, x.size)),
+    ):
+        for _ in range(2):
+            for s in (0.05, 2.0 ** (-69 / 16)):  # between two lattice points, then on one
+                m, e = edge.mass(s)
+                rows, lost, err = edge.deficit(s)
+                want = np.flatnonzero((m < 1.0) | (e > 0.0))
+                np.testing.assert_array_equal(rows, want)
+                np.testing.assert_array_equal(lost, 1.0 - m[rows])
+                np.testing.assert_array_equal(err, e[rows])
+                assert 0.1 < rows.size / m.size < 0.5  # near a coast or a border
+            x2, y2 = polys.sample(codes, rng)
+            edge.set_locations(x2, y2)
+
+
 def test_squares_are_those_a_countys_triangles_touch():
     """``EventGroups.squares`` by hand: a triangle whose box spans x 0.5..2.5 and y -0.5..0.2
     touches the unit squares a = 0, 1, 2 by b = -1, 0; another county's triangle is not

@@ -364,18 +364,17 @@ def test_index_built_ahead_on_a_worker_gives_the_same_chain(tmp_path, events, mo
     (:mod:`hawkes_cli.engine.ahead`). The draws are those of a chain that builds them on the
     main thread, bit for bit, also when stopped and resumed; and most indexes did come from
     the worker (else this would compare the main-thread path with itself)."""
-    from hawkes_cli.engine import ahead, truncated
+    from hawkes_cli.engine import ahead
     from hawkes_cli.vocab import DRAW_AHEAD_ENV
 
-    threads: list[str] = []
-    real = ahead.index_for
+    threads: list[str] = []  # the thread of each grid index built (ahead.py is its one home)
+    real = ahead.build_index
 
     def counted(*args, **kwargs):
         threads.append(threading.current_thread().name)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(ahead, "index_for", counted)
-    monkeypatch.setattr(truncated, "index_for", counted)
+    monkeypatch.setattr(ahead, "build_index", counted)
     over = {
         "engine__tolerance": 1e-2,
         "engine__trigger": "truncated",

@@ -283,6 +283,82 @@ def test_lengthscales_between_lattice_points(model, monkeypatch):
     np.testing.assert_array_equal(fresh().trigger_bounded(*first)[0], passes[first])
 
 
+def test_next_draw_built_ahead_at_every_lattice_point_its_passes_reach(monkeypatch):
+    """With the next locations announced (``prepare_locations``), the worker builds their grid
+    index and row blocks at the lattice point of each pass of the current draw: here the
+    first pass's and the one a proposal across a lattice boundary reaches (another index,
+    and another block width). After the draw is taken, passes at both points build nothing on
+    the main thread and give the bits of a backend built at those locations from scratch."""
+    import threading
+
+    import hawkes_cli.engine.ahead as ahead
+
+    threads = []  # the thread of each grid index built (ahead.py is its one home)
+    real = ahead.build_index
+    monkeypatch.setattr(
+        ahead,
+        "build_index",
+        lambda *a, **k: threads.append(threading.current_thread().name) or real(*a, **k),
+    )
+    t, x, y, d = make_events(1500, integer_days=True, seed=9)
+    rng = np.random.default_rng(4)
+    x2, y2 = x + rng.normal(0, 0.05, x.size), y + rng.normal(0, 0.05, y.size)
+
+    def fresh(xs, ys):
+        return build_backend(
+            "truncated", t, xs, ys, d, model=2, area=AREA, precision="float64", kappa=6.0
+        )
+
+    step = 2.0 ** (1.0 / LATTICE_STEPS)
+    below = (2.0 ** (-58 / LATTICE_STEPS) * 0.9999, 2.0 ** (42 / LATTICE_STEPS) * 0.9999)
+    above = (below[0] * step, below[1] * step)  # the next lattice point of both lengthscales
+    tr = fresh(x, y)
+    tr.prepare_locations(x2, y2, lambda: None)
+    tr.trigger_bounded(*below)
+    tr.trigger_bounded(*above)
+    tr.trigger_bounded(*below)  # built already: no third build
+    tr.set_locations(x2, y2)
+    threads.clear()
+    for p in (above, below):
+        np.testing.assert_array_equal(
+            tr.trigger_bounded(*p)[0], fresh(x2, y2).trigger_bounded(*p)[0]
+        )
+    assert threads.count("MainThread") == 2  # the two fresh backends', none of tr's
+
+
+def test_last_draws_indexes_are_freed_on_the_worker_after_its_next_build():
+    """A new draw retires the last draw's indexes and blocks (tens of 1M-long arrays): freed
+    at once when the draw was not built ahead; else kept until the worker's next build and
+    freed there, after it, while the main thread waits for the device."""
+    import threading
+
+    from hawkes_cli.engine import ahead
+
+    freed: list[str] = []
+
+    class Tracked:
+        def __del__(self):
+            freed.append(threading.current_thread().name)
+
+    t, x, y, d = make_events(800, integer_days=True, seed=3)
+    tr = build_backend("truncated", t, x, y, d, model=1, area=AREA, precision="float64")
+    sx, st = 0.3, 5.0
+    tr._draw.ahead.retire(Tracked())
+    assert freed == ["MainThread"]  # nothing built ahead: freed here and now
+    rng = np.random.default_rng(2)
+    draws = [(x + rng.normal(0, 0.05, x.size), y + rng.normal(0, 0.05, y.size)) for _ in range(2)]
+    tr.prepare_locations(*draws[0], lambda: None)
+    tr.trigger_bounded(sx, st)
+    tr.set_locations(*draws[0])  # built ahead
+    freed.clear()
+    tr._draw.ahead.retire(Tracked())
+    assert freed == []  # kept for the worker
+    tr.prepare_locations(*draws[1], lambda: None)
+    tr.trigger_bounded(sx, st)  # starts the next build, then the freeing, on the worker
+    ahead.on_worker(lambda: None).result()  # everything queued there is done
+    assert len(freed) == 1 and freed[0].startswith("hawkes-ahead")
+
+
 def _model2_index(n: int, seed: int, kappa: float = 16.0):
     t, x, y, d = make_events(n, integer_days=True, seed=seed)
     level, r_unit = source_levels(d, n)
@@ -571,7 +647,7 @@ def test_expansion_boxes_within_the_bound(model, precision, monkeypatch):
             "truncated", t, x, y, d, model=model, area=AREA, precision=precision, kappa=12.0
         )
         e, omega = tr.trigger_bounded(p.sigma_x, p.sigma_t)
-        index = tr._build_index(p.sigma_x).index
+        index = tr._draw.index(p.sigma_x, tr.kappa).index
         assert t.size - index.expanded[1] > 1000  # most of the city is in expansion boxes
         assert np.all(omega >= 0)
         assert np.all(e0 - e <= omega + rounding * e0 + 1e-300)

@@ -96,7 +96,7 @@ def test_expansion_boxes_carry_the_amplitude(model, precision):
                        kappa=12.0)  # fmt: skip
     tr.set_amplitude(a)
     e, omega = tr.trigger_bounded(p.sigma_x, p.sigma_t)
-    index = tr._build_index(p.sigma_x).index
+    index = tr._draw.index(p.sigma_x, tr.kappa).index
     assert t.size - index.expanded[1] > 1000  # most of the city is in expansion boxes
     _rowwise(e, omega, e0, ROUNDING[precision])
     # on most rows the amplitudes add more than the bound allows: a kernel (or moments)

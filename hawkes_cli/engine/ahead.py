@@ -6,8 +6,9 @@ one is in use: :meth:`~hawkes_cli.resample.LocationStream.draw_ahead` starts it 
 and :class:`IndexAhead` sorts its points into the grid index and the row blocks of the chain's
 current lengthscales on one worker thread (numpy, which releases the GIL in its sorts and
 gathers), while the main thread drives this iteration's passes. When the draw is taken, the
-truncated backend finds them ready, unless the lengthscales or the cut-off moved to another
-lattice point, where it builds them itself as before.
+truncated backend finds them ready. The worker builds them at the lattice point of the
+iteration's first pass and at each other lattice point its later passes reach (a chain near a
+lattice boundary crosses it back and forth); at any other, the backend builds them itself.
 
 Both paths build with the same pure functions (:func:`index_for`, :func:`blocks_for`) from the
 same inputs, so a chain is the same bit for bit with or without the worker
@@ -28,6 +29,7 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -42,8 +44,9 @@ from .grid import (
     row_blocks,
     row_groups,
 )
+from .grid_upload import IndexArrays, index_arrays
 
-__all__ = ["IndexAhead", "IndexInputs", "blocks_for", "enabled", "index_for"]
+__all__ = ["IndexAhead", "IndexInputs", "blocks_for", "enabled", "index_for", "on_worker"]
 
 
 def enabled() -> bool:
@@ -64,6 +67,12 @@ def _executor() -> ThreadPoolExecutor:
         if _EXECUTOR is None:
             _EXECUTOR = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hawkes-ahead")
         return _EXECUTOR
+
+
+def on_worker(fn: Callable[..., Any], *args: Any) -> Future:
+    """Run ``fn(*args)`` on the worker thread, after what is queued there (work that must not
+    touch the OpenCL queue, such as the next location draw's uniforms)."""
+    return _executor().submit(fn, *args)
 
 
 @dataclass(frozen=True)
@@ -130,15 +139,21 @@ def blocks_for(
     return row_blocks(index, inputs.time, *inputs.rows, width, group)
 
 
+#: Lattice points (grid index and row-block width) built ahead per draw at most: the first
+#: pass's, then those the iteration's other passes reach (a chain whose proposals cross a
+#: lattice boundary uses two each iteration).
+MAX_BUILDS = 3
+#: Things retired (:meth:`IndexAhead.retire`) kept for the worker to free at most: two draws'.
+_RETIRED_KEPT = 8
+
+
 @dataclass(frozen=True)
 class _Job:
-    """One draw's build on the worker: for the points ``x``, ``y`` at ``key`` and ``width``."""
+    """One build on the worker for the next draw's points: at ``key`` and ``width``."""
 
-    x: np.ndarray
-    y: np.ndarray
     key: tuple[float, float]
     width: float
-    result: Future  # -> (GridIndex, row blocks)
+    result: Future  # -> (GridIndex, IndexArrays, row blocks)
 
 
 def _build(
@@ -148,22 +163,28 @@ def _build(
     ready: Callable[[], None],
     key: tuple[float, float],
     width: float,
-) -> tuple[GridIndex, np.ndarray]:
+    built: Future | None,
+) -> tuple[GridIndex, IndexArrays, np.ndarray]:
     ready()  # the points' read from the device is complete
-    with profile.worker_stage("grid index"):
-        index = index_for(inputs, x, y, key)
+    if built is not None:  # the index of an earlier job at this key (done: one FIFO thread)
+        index, arrays = built.result()[:2]
+    else:
+        with profile.worker_stage("grid index"):
+            index = index_for(inputs, x, y, key)
+            arrays = index_arrays(index, inputs.weight)
     with profile.worker_stage("row blocks"):
         rows = blocks_for(inputs, index, x, y, width)
-    return index, rows
+    return index, arrays, rows
 
 
 class IndexAhead:
-    """A truncated backend's grid index and row blocks for its next locations, built on the
+    """A truncated backend's grid indexes and row blocks for its next locations, built on the
     worker thread (module docstring).
 
-    The next draw's points are announced first (:meth:`expect`); the build starts at the
-    backend's next pass (:meth:`start`), the first at the new current locations, so it is made
-    for the lattice point of the chain's current state rather than of the last proposal.
+    The next draw's points are announced first (:meth:`expect`); the builds start at the
+    backend's passes (:meth:`start`): the first at the first pass, at the chain's current
+    state, then one for each other lattice point a later pass of the same draw reaches (up to
+    :data:`MAX_BUILDS`), since a chain near a lattice boundary keeps crossing it.
 
     Parameters
     ----------
@@ -174,8 +195,10 @@ class IndexAhead:
     def __init__(self, inputs: IndexInputs) -> None:
         self.inputs = inputs
         self._expected: tuple[np.ndarray, np.ndarray, Callable[[], None]] | None = None
-        self._next: _Job | None = None  # started for locations not yet set
-        self._now: _Job | None = None  # started for the locations set now
+        self._building: tuple[np.ndarray, np.ndarray, Callable[[], None]] | None = None
+        self._next: dict[tuple[tuple[float, float], float], _Job] = {}  # for _building
+        self._now: dict[tuple[tuple[float, float], float], _Job] = {}  # for the set locations
+        self._retired: list[object] = []  # the last locations' indexes, freed after a build
 
     def expect(self, x: np.ndarray, y: np.ndarray, ready: Callable[[], None]) -> None:
         """The next locations will be ``x``, ``y`` (arrays the caller will pass to :meth:`take`
@@ -184,37 +207,55 @@ class IndexAhead:
 
     def start(self, key: tuple[float, float], width: float) -> None:
         """Build the index at ``key = (sigma_x, kappa)`` (on the lattice) and the blocks of
-        ``width`` time units for the expected locations, if any are waiting."""
-        if self._expected is None or not (all(v > 0 for v in key) and width > 0):
+        ``width`` time units for the next locations, unless built already or
+        :data:`MAX_BUILDS` are."""
+        if not (all(v > 0 for v in key) and width > 0):
             return
-        x, y, ready = self._expected
-        self._expected = None
-        future = _executor().submit(_build, self.inputs, x, y, ready, key, width)
-        self._next = _Job(x, y, key, width, future)
+        if self._expected is not None:  # the first pass since the next draw was announced
+            self._building, self._expected, self._next = self._expected, None, {}
+        if self._building is None or (key, width) in self._next:
+            return
+        if len(self._next) >= MAX_BUILDS:
+            return
+        x, y, ready = self._building
+        built = next((job.result for job in self._next.values() if job.key == key), None)
+        future = _executor().submit(_build, self.inputs, x, y, ready, key, width, built)
+        self._next[key, width] = _Job(key, width, future)
+        if self._retired:  # freed on the worker once it has built this (the GIL is free then)
+            _executor().submit(list.clear, self._retired)
+            self._retired = []
+
+    def retire(self, *things: object) -> None:
+        """Free ``things`` (the last locations' grid indexes, row blocks and device buffers:
+        tens of 1M-long arrays, 25 ms to free at 1M) on the worker after its next build, while
+        the main thread waits for the device, when the locations just set were built ahead;
+        else here and now (and the oldest when three sets wait)."""
+        if self._now:
+            self._retired.extend(things)
+            del self._retired[:-_RETIRED_KEPT]
 
     def take(self, x: np.ndarray, y: np.ndarray) -> None:
-        """The backend's locations are now ``x``, ``y``: use the build started for these very
-        arrays, if any (others stay for later)."""
-        job = self._next
-        if job is not None and job.x is x and job.y is y:
-            self._now, self._next = job, None
-        else:
-            self._now = None
+        """The backend's locations are now ``x``, ``y``: use the builds started for these very
+        arrays, if any."""
+        mine = self._building is not None and self._building[0] is x and self._building[1] is y
+        if mine:
+            self.retire(self._now)  # the last draw's builds
+        self._now = self._next if mine else {}
+        self._building, self._next = None, {}
         if self._expected is not None and self._expected[0] is x:
             self._expected = None  # set before any pass started its build
 
-    def index(self, key: tuple[float, float]) -> GridIndex | None:
-        """The worker's index of the current locations at ``key``, or None (none started for
-        them, or at another key; then the caller builds it)."""
-        job = self._now
-        if job is None or job.key != key:
-            return None
-        return job.result.result()[0]
+    def index(self, key: tuple[float, float]) -> tuple[GridIndex, IndexArrays] | None:
+        """The worker's index of the current locations at ``key`` and its arrays for the
+        device, or None (none started for them, or at another key; then the caller builds
+        them)."""
+        job = next((job for job in self._now.values() if job.key == key), None)
+        return None if job is None else job.result.result()[:2]
 
     def blocks(self, index: GridIndex, width: float) -> np.ndarray | None:
         """The worker's row blocks for ``index`` (the worker's own) and ``width``, or None."""
-        job = self._now
-        if job is None or job.width != width or not job.result.done():
-            return None
-        built, rows = job.result.result()
-        return rows if built is index else None
+        for job in (j for j in self._now.values() if j.width == width):
+            built, _, rows = job.result.result()
+            if built is index:
+                return rows
+        return None

@@ -31,16 +31,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
-from scipy.special import ndtr
 
 from ..errors import DeviceError
 from ..model import Params
 from ..parallel import Comm, SerialComm
 from ..vocab import EDGE_CENSORED, EDGE_RENORMALIZED
 from . import profile
+from .compensator import Compensator
 from .edge_mass import EdgeMass
 from .row_sums import host_sums
-from .time_moments import TimeMoments
 from .times import TimeStructure
 
 if TYPE_CHECKING:
@@ -126,13 +125,6 @@ class PairBackend(Protocol):
 #: smaller than the lengthscale) would otherwise weigh without bound. Its amplitude is at most
 #: 1000.
 MIN_RENORMALIZED_MASS = 1e-3
-
-
-def _remember(cache: OrderedDict, key: Any, value: Any, size: int = 16) -> None:
-    """Keep ``value`` under ``key`` in ``cache``, dropping the oldest beyond ``size``."""
-    cache[key] = value
-    while len(cache) > size:
-        cache.popitem(last=False)
 
 
 class BoundedPairBackend(ABC):
@@ -306,13 +298,13 @@ class Likelihood:
             raise ValueError(f"window end {self.window_end} is before the last event time {t[-1]}")
         ts = TimeStructure.from_times(t) if times is None else times
         # the compensator depends on the time alone: once per distinct time of these rows
-        rows_u, self._row_time, self._tcount = np.unique(
+        rows_u, row_time, tcount = np.unique(
             ts.inverse[backend.row_start : backend.row_stop],
             return_inverse=True,
             return_counts=True,
         )
-        self._tu = ts.unique[rows_u]
-        self._tmoments = TimeMoments.of(self._tu, self._tcount)
+        masses = None if self.edge is None or self.renormalized else self.edge
+        self._comp = Compensator(ts.unique[rows_u], tcount, row_time, self.window_end, masses)
         self._work: np.ndarray | None = None  # _local's two buffers
         self._b_cache: OrderedDict[float, np.ndarray] = OrderedDict()
         self._p_cache: OrderedDict[float, LatticePass] = OrderedDict()  # with row_sums
@@ -320,9 +312,6 @@ class Likelihood:
         self._pinned: tuple[float, tuple[float, float]] | None = None
         self._pinned_params: Params | None = None
         self._recent_ll: OrderedDict[Params, float] = OrderedDict()
-        # the compensator's sums over distinct times, which depend on one lengthscale each
-        self._bg_total: OrderedDict[float, float] = OrderedDict()
-        self._trig_total: OrderedDict[tuple[float, float], tuple[float, float]] = OrderedDict()
         self._bounded: BoundedPairBackend | None = (
             backend if isinstance(backend, BoundedPairBackend) else None
         )
@@ -440,7 +429,7 @@ class Likelihood:
         if self.edge is not None:
             self.edge.set_locations(x, y)
         self._e_cache.clear()
-        self._trig_total.clear()
+        self._comp.set_locations()
         self._recent_ll.clear()
         self._relative_edge_error = None
         self._amplitude_at = None
@@ -503,8 +492,8 @@ class Likelihood:
             )
             if self.renormalized:  # each row's sources taken to err as it does, relatively
                 edge_sum = float(np.dot(p.xi0 * E / lam, self._relative_error(p.sigma_x)))
-        comp = p.mu0 * self._background_total(p.tau_t)
-        trig, edge_error = self._trigger_total(p.sigma_x, p.sigma_t)
+        comp = p.mu0 * self._comp.background(p.tau_t)
+        trig, edge_error = self._comp.trigger(p.sigma_x, p.sigma_t)
         comp += p.xi0 * trig
         edge_error = edge_sum if self.renormalized else edge_error * p.xi0
         if self._bounded is not None and self._bounded.check_failure:
@@ -516,40 +505,6 @@ class Likelihood:
         if self._work is None or self._work.shape[1] != n:
             self._work = np.empty((2, n))
         return self._work[0], self._work[1]
-
-    def _background_total(self, tau_t: float) -> float:
-        """``sum_n (Phi((T - t_n)/tau_t) - Phi(-t_n/tau_t))`` over the rows (cached by tau_t):
-        the background's compensator per unit ``mu0`` (over many distinct times from their
-        moments, within 1e-10 nats: :mod:`~.time_moments`)."""
-        hit = self._bg_total.get(tau_t)
-        if hit is None:
-            if self._tmoments is not None:  # many distinct times: from their moments
-                hit = self._tmoments.background_total(self.window_end, tau_t)
-            if hit is None:
-                T, t = self.window_end, self._tu
-                hit = float(np.dot(ndtr((T - t) / tau_t) - ndtr(-t / tau_t), self._tcount))
-            _remember(self._bg_total, tau_t, hit)
-        return hit
-
-    def _trigger_total(self, sigma_x: float, sigma_t: float) -> tuple[float, float]:
-        """The trigger's compensator per unit ``xi0`` over the rows, ``sum_n (1 - exp(-(T -
-        t_n)/sigma_t)) M_n`` (``M_n`` = 1 without an edge correction), and the edge term's
-        error per unit ``xi0`` (cached by the lengthscales until the locations change)."""
-        key = (sigma_x, sigma_t)
-        hit = self._trig_total.get(key)
-        if hit is None:
-            T, t = self.window_end, self._tu
-            # the trigger's share of the window after each distinct time
-            share = -np.expm1(-(T - t) / sigma_t)
-            if self.edge is None or self.renormalized:  # every event's whole trigger mass
-                hit = (float(np.dot(share, self._tcount)), 0.0)
-            else:  # censored: only the trigger mass inside the study region
-                with profile.stage("edge mass"):
-                    mass, error = self.edge.mass(sigma_x)
-                inside = np.bincount(self._row_time, weights=mass, minlength=t.size)
-                hit = (float(np.dot(share, inside)), float(np.dot(share[self._row_time], error)))
-            _remember(self._trig_total, key, hit)
-        return hit
 
     def _renormalized_mass(self, sigma_x: float) -> tuple[np.ndarray, np.ndarray]:
         """(mass, error scale) of all N events at ``sigma_x`` for ``renormalized``, each

@@ -94,6 +94,7 @@ class EdgeMass:
             else DeviceGroupedMass(events, self._grouped, r0)
         )
         self._cache: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self._losing: dict[int, tuple[np.ndarray, ...]] = {}
         self.set_locations(x, y)
 
     @staticmethod
@@ -123,6 +124,7 @@ class EdgeMass:
         self._x = np.asarray(x, dtype=np.float64)[r0:r1]
         self._y = np.asarray(y, dtype=np.float64)[r0:r1]
         self._cache.clear()
+        self._losing.clear()
         self._outside = (
             None
             if self._grouped is None
@@ -143,6 +145,31 @@ class EdgeMass:
         err = np.maximum(e_lo, e_hi)
         err += np.where(m < 1.0, MASS_INTERPOLATION_ERROR, 0.0)
         return m, err
+
+    def deficit(self, sigma_x: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The rows that lose trigger mass at ``sigma_x``, what they lose and its error scale:
+        ``(rows, 1 - mass, error scale)``, int64 row indices (from this rank's first row) and
+        float64, each shape (k,), with the mass and error of :meth:`mass`; every other row
+        keeps its whole mass (1, error 0).
+
+        A quarter of the rows at 1M (those near a coast or a border), so the compensator's
+        sums over them cost a quarter of sums over all rows; the rows and their masses at the
+        two lattice points around ``sigma_x`` are kept until the locations change.
+        """
+        lo, hi, w = mass_lattice(sigma_x)
+        key = round(MASS_STEPS * math.log2(lo))
+        got = self._losing.pop(key, None)
+        if got is None:
+            m_lo, e_lo = self._at(lo)
+            m_hi, e_hi = self._at(hi)
+            rows = np.flatnonzero((m_lo < 1.0) | (m_hi < 1.0) | (e_lo > 0.0) | (e_hi > 0.0))
+            got = (rows, m_lo[rows], m_hi[rows], np.maximum(e_lo[rows], e_hi[rows]))
+        self._losing[key] = got  # most recently used last
+        while len(self._losing) > MASS_POINTS_KEPT:
+            del self._losing[next(iter(self._losing))]
+        rows, a, b, err = got
+        m = (1.0 - w) * a + w * b
+        return rows, 1.0 - m, err + np.where(m < 1.0, MASS_INTERPOLATION_ERROR, 0.0)
 
     def _at(self, sigma_x: float) -> tuple[np.ndarray, np.ndarray]:
         """(mass, error scale) of the rows at the lattice point ``sigma_x`` (cached)."""

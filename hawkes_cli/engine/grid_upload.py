@@ -221,12 +221,54 @@ def _padded(values: np.ndarray, dtype: Any) -> np.ndarray:
     return out
 
 
+@dataclass(frozen=True)
+class IndexArrays:
+    """The host arrays :func:`upload_index` sends up for one grid index besides the index's
+    own (a pure function of the index and the weights, :func:`index_arrays`: the worker of
+    :mod:`.ahead` makes them with the index).
+
+    Attributes
+    ----------
+    order, level : (N,) int32
+        The index's sorted order and each sorted source's grid level.
+    cdlo, cdhi : (cells,) float64
+        The smallest and largest density (model 1: weight 1) of each cell's sources.
+    moff : (expansion cells + 1,) int32
+        First moment slot of each expansion cell.
+    """
+
+    order: np.ndarray
+    level: np.ndarray
+    cdlo: np.ndarray
+    cdhi: np.ndarray
+    moff: np.ndarray
+
+
+def index_arrays(index: GridIndex, weight: np.ndarray) -> IndexArrays:
+    """:class:`IndexArrays` of ``index`` with the sources' weights ``weight`` ((N,) float64,
+    densities for model 2, ones for model 1)."""
+    o = index.order
+    mc0 = index.expanded[0]
+    slots = np.diff(index.cell_begin[mc0:]) // kernels.HERMITE_STRIDE + 1
+    moff = np.concatenate([[0], np.cumsum(slots)]).astype(np.int32)
+    cells = max(index.cell_key.size, 1)
+    # the smallest and largest density of each cell's sources; equal when it holds one
+    one = weight.size == 0 or bool(weight[0] == 1.0 and np.all(weight == 1.0))
+    if one or not index.cell_key.size:
+        lo, hi = np.ones(cells), np.ones(cells)
+    else:
+        sorted_w = weight[o]
+        lo = np.minimum.reduceat(sorted_w, index.cell_begin[:-1])
+        hi = np.maximum.reduceat(sorted_w, index.cell_begin[:-1])
+    return IndexArrays(o.astype(np.int32), index.level.astype(np.int32), lo, hi, moff)
+
+
 def upload_index(
     events: DeviceEvents,
     index: GridIndex,
+    arrays: IndexArrays,
     *,
     origin: tuple[float, float],
-    weight: np.ndarray,
     weight_buffer: Buffer,
     floor: np.ndarray,
 ) -> IndexBuffers:
@@ -243,50 +285,36 @@ def upload_index(
         The events on the device (times, locations in float64, working precision).
     index
         The grid index of the events' current locations.
+    arrays
+        Its :func:`index_arrays` with the weights ``weight_buffer`` holds.
     origin
         ``(x0, y0)``, the corner of every level's grid.
-    weight : (N,) float64
-        ``w_m``: densities (model 2) or ones; ``weight_buffer`` holds the same on the device.
+    weight_buffer
+        ``w_m`` on the device: densities (model 2) or ones, float64.
     floor : (levels,) float64
         The smallest density of each density level.
     """
     up = events.upload
     n = events.n
-    o = index.order
     mc0, mk0 = index.expanded
-    slots = np.diff(index.cell_begin[mc0:]) // kernels.HERMITE_STRIDE + 1
-    moff = np.concatenate([[0], np.cumsum(slots)]).astype(np.int32)
     slots_pre = n + index.cell_key.size + 1
     hs = up(index.h)
     st, sxr, syr, sw, std, swd, sq, enx, eny = _gather_sources(
-        events, index, hs, origin, weight_buffer
-    )
-
-    def per_cell(ufunc: np.ufunc) -> np.ndarray:
-        if not index.cell_key.size:
-            return np.ones(1)
-        return ufunc.reduceat(weight[o], index.cell_begin[:-1])
-
-    # the smallest and largest density (model 1: weight 1) of each cell's sources; equal when
-    # the cell holds one density
-    one = weight.size == 0 or bool(weight[0] == 1.0 and np.all(weight == 1.0))
-    cells = max(index.cell_key.size, 1)
-    lo_hi = (
-        (np.ones(cells), np.ones(cells)) if one else (per_cell(np.minimum), per_cell(np.maximum))
+        events, index, arrays, hs, origin, weight_buffer
     )
     return IndexBuffers(
         st=st, sxr=sxr, syr=syr, sw=sw, std=std, swd=swd, sq=sq,
         ckey=up(index.cell_key.astype(np.int64)),
         cbeg=up(index.cell_begin),
-        cdlo=up(lo_hi[0]),
-        cdhi=up(lo_hi[1]),
+        cdlo=up(arrays.cdlo),
+        cdhi=up(arrays.cdhi),
         loff=up(index.level_offset),
         hs=hs,
         dlo=up(floor[index.band]),
         enx=enx,
         eny=eny,
-        moff=up(moff),
-        mom=events.output(8 * kernels.HERMITE_ORDER**2 * int(moff[-1]), read=True),
+        moff=up(arrays.moff),
+        mom=events.output(8 * kernels.HERMITE_ORDER**2 * int(arrays.moff[-1]), read=True),
         pre=events.output(8 * slots_pre, read=True),
         pre16=events.output(16 * 8 * slots_pre, read=True),
         mc0=mc0,
@@ -297,6 +325,7 @@ def upload_index(
 def _gather_sources(
     events: DeviceEvents,
     index: GridIndex,
+    arrays: IndexArrays,
     hs: Buffer,
     origin: tuple[float, float],
     weight_buffer: Buffer,
@@ -312,7 +341,7 @@ def _gather_sources(
     sq = out(n, read=True)
     enx, eny = out(8 * (n - mk0 + _PAD), read=True), out(8 * (n - mk0 + _PAD), read=True)
     args = IndexSourcesArgs(
-        up(index.order.astype(np.int32)), up(index.level.astype(np.int32)), hs,
+        up(arrays.order), up(arrays.level), hs,
         up(index.inv_h), events.buf_td, events.buf_xd, events.buf_yd, weight_buffer,
         float(origin[0]), float(origin[1]), n, n + _PAD, mk0, st, sxr, syr, sw, std, swd, sq,
         enx, eny,

@@ -16,10 +16,18 @@ CDFs per time, ~11 ms, each time ``tau_t`` moves (ten times per iteration). On b
 :data:`MAX_ERROR` (nats per unit ``mu0``; far below float64's rounding of the total at a
 million times), else None, and the caller sums exactly. At 1M times over 1,100 days the bound
 holds for ``tau_t`` above ~830 days (bound 4.7e-11 at 1,000 days; the covid posteriors: ~9,000).
+
+The trigger's whole compensator per unit ``xi0``, ``sum_n c_n (1 - exp(-(T - t_n)/sigma_t))``,
+is made the same way (:meth:`TimeMoments.trigger_total`) from moments on finer bins
+(:data:`TRIGGER_BINS`): with ``g(t) = exp((t - T)/sigma_t)``, ``g^(k) = g / sigma_t^k`` and the
+remainder is at most ``exp(delta / (2 sigma_t)) sum_j M_j4 / (24 sigma_t^4)``. At 1M uniform
+times over 1,100 days that is 6e-14 at ``sigma_t`` = 80 days (the covid posteriors); below ~13
+days it exceeds :data:`MAX_ERROR` and the caller sums exactly (1M exponentials, 7 ms a move).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,6 +35,8 @@ from scipy.special import ndtr
 
 #: Bins over the distinct times' span.
 BINS = 2048
+#: Bins of the trigger's moments (its lengthscale is a hundred times shorter than tau_t's).
+TRIGGER_BINS = 1 << 17
 #: Largest bound (nats per unit mu0) at which the moments' sum replaces the exact one.
 MAX_ERROR = 1e-10
 #: Fewer distinct times than this are summed exactly (cheap, and bit-for-bit as before).
@@ -47,30 +57,33 @@ class TimeMoments:
         ``M_jk = sum_{n in j} c_n (t_n - centre_j)^k`` for k = 0..3.
     fourth : float
         ``sum_j M_j4`` (time units^4), for the bound.
+    delta : float
+        The bins' width (time units).
     """
 
     centre: np.ndarray
     moments: np.ndarray
     fourth: float
+    delta: float
 
     @classmethod
-    def of(cls, t: np.ndarray, counts: np.ndarray) -> TimeMoments | None:
-        """The moments of times ``t`` (shape (U,)) with ``counts`` (shape (U,)); None for
-        fewer than :data:`MIN_TIMES` times."""
+    def of(cls, t: np.ndarray, counts: np.ndarray, bins: int = BINS) -> TimeMoments | None:
+        """The moments of times ``t`` (shape (U,)) with ``counts`` (shape (U,)) on ``bins``
+        bins over their span; None for fewer than :data:`MIN_TIMES` times."""
         t = np.asarray(t, dtype=np.float64)
         if t.size < MIN_TIMES:
             return None
         c = np.asarray(counts, dtype=np.float64)
         t0, span = float(t.min()), float(t.max() - t.min())
-        delta = max(span, 1e-300) / BINS
-        j = np.minimum(np.floor((t - t0) / delta), BINS - 1).astype(np.int64)
+        delta = max(span, 1e-300) / bins
+        j = np.minimum(np.floor((t - t0) / delta), bins - 1).astype(np.int64)
         used, j = np.unique(j, return_inverse=True)
         centre = t0 + (used + 0.5) * delta
         d = t - centre[j]
         moments = np.stack(
             [np.bincount(j, weights=c * d**k, minlength=used.size) for k in range(4)]
         )
-        return cls(centre, moments, float(np.dot(c, d**4)))
+        return cls(centre, moments, float(np.dot(c, d**4)), delta)
 
     def bound(self, tau_t: float) -> float:
         """The remainder's bound at ``tau_t`` (nats per unit mu0)."""
@@ -100,3 +113,17 @@ class TimeMoments:
             s**3 * ((za * za - 1.0) * pa - (zb * zb - 1.0) * pb) / 6.0,
         )
         return float(sum(np.dot(term, m) for term, m in zip(terms, self.moments, strict=True)))
+
+    def trigger_total(self, window_end: float, sigma_t: float) -> float | None:
+        """``sum_n c_n (1 - exp(-(T - t_n)/sigma_t))`` from the moments (``T`` =
+        ``window_end`` >= every time), or None where its bound (module docstring) exceeds
+        :data:`MAX_ERROR`."""
+        bound = math.exp(0.5 * self.delta / sigma_t) * self.fourth / (24.0 * sigma_t**4)
+        if bound > MAX_ERROR:
+            return None
+        g = np.exp((self.centre - window_end) / sigma_t)
+        inv = 1.0 / sigma_t
+        series = self.moments[0] + inv * (
+            self.moments[1] + inv * (self.moments[2] / 2.0 + inv * self.moments[3] / 6.0)
+        )
+        return float(self.moments[0].sum()) - float(np.dot(g, series))

@@ -67,6 +67,8 @@ little larger than needed are valid, and an MCMC chain's proposals, which move t
 lengthscales by a few per cent, then mostly reuse them instead of paying the host work
 (sorting, blocking) at every trigger pass. The terms, the prefix sums and the bound use the
 exact ``sigma_x`` and ``sigma_t``; the result is still a function of the parameters alone.
+:mod:`.draw_index` owns these stages for the current location draw (and the worker that
+builds the next draw's, :mod:`.ahead`); this module runs the pass and its bound.
 
 So the omitted part of ``E_n`` is ``0 <= omega_n <= c (tail_n + ring_n + far_n)`` (times
 ``1 + 1e-8`` for rounding of the bound itself). The truncated rate ``lam~_n = lambda_n -
@@ -108,11 +110,12 @@ import numpy as np
 from ..parallel import Comm, SerialComm
 from ..vocab import DEFAULT_BACKGROUND, DEFAULT_TOLERANCE
 from . import profile
-from .ahead import IndexAhead, IndexInputs, blocks_for, index_for
+from .ahead import IndexInputs
 from .base import LAMBDA_FLOOR, BoundedPairBackend
 from .calibration import ProbePoint, RowRatios, calibrate
 from .choice import SwitchedTrigger, TriggerChoice
 from .device import DeviceEvents
+from .draw_index import REACH, DrawIndex
 from .grid import (
     EXP_SPAN,
     KAPPA_MAX,
@@ -123,7 +126,7 @@ from .grid import (
     source_levels,
     temporal_sums,
 )
-from .grid_upload import DeviceBlocks, DeviceIndex, DevicePresence, upload_index
+from .grid_upload import DeviceBlocks, DeviceIndex
 from .launch import BlocksArgs, MomentsArgs, Prefix16Args, PrefixArgs, kernel
 from .opencl import LOG2E, OpenCLBackend
 from .rowcheck import RowCheck
@@ -134,9 +137,7 @@ __all__ = ["TruncatedBackend"]
 
 _TIGHTEN_MARGIN = 0.25  # kappa added beyond the bound's exp(-kappa) prediction
 _SAFETY = 1.0 + 1e-8  # rounding of the bound's own arithmetic (prefix sums, exp)
-_INDEX_CACHE = 2
-_BLOCK_WIDTH = 8.0  # longest time span of a row block, in units of sigma_t
-_REACH = 1.5  # row blocks bound cells up to this many cut-off radii exactly, beyond by S_n
+_FAR_KEPT = 2  # far sums kept
 #: The calibration's probe (:meth:`TruncatedBackend.probe`) evaluates at least this many row
 #: blocks (all if fewer) ...
 PROBE_BLOCKS = 512
@@ -205,7 +206,6 @@ class TruncatedBackend(SwitchedTrigger, BoundedPairBackend):
         self._k_scaled = kernel(prog, "truncated_scaled" if model == 1 else "truncated_scaled2")
         self._amplitude: np.ndarray | None = None
         self._amplitude_version = 0
-        self._block_cache: OrderedDict[tuple, DeviceBlocks] = OrderedDict()
         self._t = events.time
         self.n = n = events.n
         self._w = np.ones(n) if model == 1 else events.density
@@ -221,14 +221,14 @@ class TruncatedBackend(SwitchedTrigger, BoundedPairBackend):
         )
         self.kappa = float(self.first_guess() if kappa is None else kappa)
         events.keep_float64_copies()
-        self._buf_wd = events.upload(self._w)  # the sources' weights in float64 (index upload)
-        self._buf_level = events.upload(self._level.astype(np.int32))  # (presence grid)
-        rows = (self.row_start, self.row_stop)
-        self._ahead = IndexAhead(
+        self._draw = DrawIndex(
+            events,
             IndexInputs(self._level, self.nlevels, self._r_unit, self._w, self._ceil, self._t,
-                        self._span, rows)
+                        self._span, (self.row_start, self.row_stop)),
+            weight_buffer=events.upload(self._w),  # the sources' weights in float64
+            level_buffer=events.upload(self._level.astype(np.int32)),  # (presence grid)
+            floor=self._floor,
         )  # fmt: skip
-        self._reset_locations()
         nrows = self.row_stop - self.row_start
         self._e_host = np.empty(nrows)
         self._tail_host = np.empty(nrows)
@@ -296,7 +296,7 @@ class TruncatedBackend(SwitchedTrigger, BoundedPairBackend):
         """Replace all N locations; spatial indices and row blocks are rebuilt on the next
         pass."""
         self.events.set_locations(x, y)
-        self._reset_locations()
+        self._draw.reset()
 
     def set_amplitude(self, amplitude: np.ndarray | None) -> None:
         """Weight source m's trigger terms by ``amplitude[m]`` (shape (N,); None: by 1) from
@@ -316,48 +316,7 @@ class TruncatedBackend(SwitchedTrigger, BoundedPairBackend):
         them): the next pass starts building their grid index and row blocks on the worker
         thread (:mod:`.ahead`) at its own lattice point; :meth:`set_locations` with these very
         arrays takes them."""
-        self._ahead.expect(x, y, ready)
-
-    def _reset_locations(self) -> None:
-        self._x, self._y = self.events.x, self.events.y
-        self._ahead.take(self._x, self._y)
-        self._x0, self._y0 = float(self._x.min()), float(self._y.min())
-        with profile.stage("presence"):
-            self._presence = DevicePresence.build(
-                self.events, self._x, self._y, self._buf_level, self.nlevels
-            )
-        self._index_cache: OrderedDict[tuple[float, float], DeviceIndex] = OrderedDict()
-        self._block_cache.clear()
-
-    def _build_index(self, sigma_x: float, kappa: float | None = None) -> DeviceIndex:
-        """The grid index for ``sigma_x`` and the cut-off ``kappa`` (default: the current one)
-        on the device, built for both rounded up to the lattice
-        (:func:`~hawkes_cli.engine.grid.lattice_up`; cells at least the cut-off radius) and
-        cached: every ``sigma_x`` and ``kappa`` of one lattice step share it, so a chain's
-        proposals and :meth:`calibrate`'s ladder reuse it."""
-        key = (lattice_up(sigma_x), lattice_up(self.kappa if kappa is None else kappa))
-        hit = self._index_cache.get(key)
-        if hit is not None:
-            self._index_cache.move_to_end(key)
-            return hit
-        index = self._ahead.index(key)  # built on the worker while the last iteration ran
-        if index is None:
-            with profile.stage("grid index"):
-                index = index_for(self._ahead.inputs, self._x, self._y, key)
-        with profile.stage("index upload"):
-            buffers = upload_index(
-                self.events,
-                index,
-                origin=(self._x0, self._y0),
-                weight=self._w,
-                weight_buffer=self._buf_wd,
-                floor=self._floor,
-            )
-        hit = DeviceIndex(index, buffers)
-        self._index_cache[key] = hit
-        while len(self._index_cache) > _INDEX_CACHE:
-            self._index_cache.popitem(last=False)
-        return hit
+        self._draw.prepare(x, y, ready)
 
     def _level_kappas(self, di: DeviceIndex, kappa: float) -> Any:
         """Device buffer of the cut-off exponent of each of ``di``'s grid levels at ``kappa``
@@ -381,7 +340,7 @@ class TruncatedBackend(SwitchedTrigger, BoundedPairBackend):
                 s = temporal_sums(self._t, w, self._lo, sigma_t)
             hit = s[self.row_start : self.row_stop]
             self._s_cache[key] = hit
-            while len(self._s_cache) > _INDEX_CACHE:
+            while len(self._s_cache) > _FAR_KEPT:
                 self._s_cache.popitem(last=False)
         return hit
 
@@ -398,7 +357,7 @@ class TruncatedBackend(SwitchedTrigger, BoundedPairBackend):
         """Whether the cut-offs at the current ``kappa`` omit nothing (the exact kernel runs)."""
         if float(self.level_kappa.min()) * sigma_t < self._span:
             return False
-        return self._build_index(sigma_x).index.covers_all
+        return self._draw.index(sigma_x, self.kappa).index.covers_all
 
     def trigger_bounded(self, sigma_x: float, sigma_t: float) -> tuple[np.ndarray, np.ndarray]:
         """Truncated trigger and a rigorous bound on what it omits, for this backend's rows.
@@ -426,12 +385,11 @@ class TruncatedBackend(SwitchedTrigger, BoundedPairBackend):
         self.trigger_path = f"truncation (kappa {kappa:.3g})"
         if nrows == 0:
             return np.empty(0), np.empty(0)
-        di = self._build_index(sigma_x)
-        blocks = self._blocks(di, sigma_x, sigma_t)
+        di = self._draw.index(sigma_x, kappa)
+        blocks = self._draw.blocks(di, sigma_x, sigma_t, kappa)
         # the next draw's index, at this lattice point (the first pass after a redraw is at
         # the chain's current state), on the worker while the device runs
-        width = _BLOCK_WIDTH * lattice_up(sigma_t)
-        self._ahead.start((lattice_up(sigma_x), lattice_up(kappa)), width)
+        self._draw.start_ahead(sigma_x, sigma_t, kappa)
         kl = self._level_kappas(di, kappa)
         e, omega = self._bounded_pass(di, blocks, kl, kappa, sigma_x, sigma_t)
         # a new cut-off, grid index or set of row blocks: check it on this device
@@ -471,7 +429,7 @@ class TruncatedBackend(SwitchedTrigger, BoundedPairBackend):
         norm = 1.0 / (2.0 * math.pi * sigma_x * sigma_x * sigma_t)
         e = self._e_host * (2.0**-self.events.shift * norm)
         if exp_mode:  # tail + ring + beyond the reach
-            rest = self._ring_host + self._far(sigma_t, _REACH**2, kappa)
+            rest = self._ring_host + self._far(sigma_t, REACH**2, kappa)
         else:  # tail; ring and beyond together
             rest = self._far(sigma_t, 1.0, kappa)
         omega = norm * (self._tail_host + rest) * _SAFETY
@@ -545,8 +503,8 @@ class TruncatedBackend(SwitchedTrigger, BoundedPairBackend):
             dlo=buf.dlo,
             nlevels=di.index.h.size,  # grid levels: density levels and expansion levels
             nbase=self.nlevels,  # density levels
-            x0=self._x0,
-            y0=self._y0,
+            x0=self._draw.x0,
+            y0=self._draw.y0,
             brow=blocks.rows,
             nblocks=blocks.count,
             row0=self.row_start,
@@ -572,51 +530,6 @@ class TruncatedBackend(SwitchedTrigger, BoundedPairBackend):
         work-group size (the implementation's choice when none is set)."""
         g, local = self.exact.launch_size(items)
         return (g,), local
-
-    def _blocks(self, di: DeviceIndex, sigma_x: float, sigma_t: float) -> DeviceBlocks:
-        """Row blocks of this backend's rows for the index ``di`` and ``sigma_t`` (cached; the
-        same for every ``sigma_x``, ``kappa`` and ``sigma_t`` of one lattice step)."""
-        kappa = lattice_up(self.kappa)
-        key = (lattice_up(sigma_x), kappa, lattice_up(sigma_t))
-        hit = self._block_cache.get(key)
-        if hit is not None:
-            self._block_cache.move_to_end(key)
-            return hit
-        hit = self._upload_blocks(self._row_blocks(di, sigma_t), sigma_x, kappa)
-        self._block_cache[key] = hit
-        while len(self._block_cache) > _INDEX_CACHE:
-            self._block_cache.popitem(last=False)
-        return hit
-
-    def _row_blocks(self, di: DeviceIndex, sigma_t: float) -> np.ndarray:
-        """This backend's rows in blocks (:func:`~hawkes_cli.engine.grid.row_blocks`; kept
-        in ``di``, so :meth:`probe` and the first evaluation share them); rows of dense levels
-        are grouped by the cells of a coarser level
-        (:func:`~hawkes_cli.engine.grid.grouping_level`). The blocks span up to 8 ``sigma_t``
-        rounded up to the lengthscale lattice (the width only decides which rows share one)."""
-        width = _BLOCK_WIDTH * lattice_up(sigma_t)
-        rows = di.rows.get(width)
-        if rows is not None:
-            return rows
-        rows = self._ahead.blocks(di.index, width)
-        if rows is None:
-            with profile.stage("row blocks"):
-                rows = blocks_for(self._ahead.inputs, di.index, self._x, self._y, width)
-        di.rows[width] = rows
-        while len(di.rows) > _INDEX_CACHE:
-            di.rows.pop(next(iter(di.rows)))
-        return rows
-
-    def _upload_blocks(self, blocks: np.ndarray, sigma_x: float, kappa: float) -> DeviceBlocks:
-        """Upload row blocks with the levels within reach of each, for cut-offs up to
-        ``kappa`` and lengthscales up to ``sigma_x`` rounded up to the lattice (the kernel's
-        reach per level is ``1.5 R_l``, see the module docstring)."""
-        reach = _REACH * np.sqrt(2.0 * level_kappas(kappa, self._ceil) / self._floor)
-        reach = reach * lattice_up(sigma_x)
-        with profile.stage("block levels"):  # on the device (grid.block_levels, same bits)
-            rows = self.events.upload(blocks)
-            near = self._presence.block_levels(self.events, rows, blocks.shape[0], reach)
-        return DeviceBlocks(rows, near, blocks.shape[0])
 
     # ------------------------------------------------------------------ the cut-off
     def calibrate(
@@ -662,15 +575,15 @@ class TruncatedBackend(SwitchedTrigger, BoundedPairBackend):
         stride to all of its rows. Also returns this rank's ``(stride, xi0 omega_n /
         lambda~_n of the sampled rows)`` at the last cut-off.
         """
-        di = self._build_index(at.sigma_x, index_kappa)
-        rows = self._row_blocks(di, at.sigma_t)
+        di = self._draw.index(at.sigma_x, index_kappa)
+        rows = self._draw.rows(di, at.sigma_t)
         share = rows.shape[0] // PROBE_SHARE
         stride = max(1, rows.shape[0] // max(PROBE_BLOCKS, share))
         sample = np.ascontiguousarray(rows[::stride])
         mine = sample[sample >= 0] - self.row_start
         scale = rows.shape[0] / sample.shape[0] if mine.size else 0.0
         if mine.size:
-            blocks = self._upload_blocks(sample, at.sigma_x, float(kappas.max()))
+            blocks = self._draw.upload_blocks(sample, at.sigma_x, float(kappas.max()))
         out, ratio = [], np.empty(0)
         for kappa in kappas.tolist():
             local = 0.0
