@@ -56,9 +56,8 @@ def test_few_times_are_summed_exactly():
 def test_trigger_total_is_the_exact_sum(sigma_t):
     """The trigger's whole compensator from the fine bins' moments equals the exact sum over
     every distinct time within float64 rounding of 200,000 terms (1e-12 relative) where it
-    answers (its bound <= 1e-10), and declines at a lengthscale of a few days, where a
-    third-order series on these bins would miss by more than that bound (checked: the
-    expansion's real error is above 1e-10 there, so the refusal is needed)."""
+    answers (its bound <= 1e-10), and declines at half a day, where its bound exceeds that
+    (and a coarser, first-order sum from moments does miss by more than 1e-10)."""
     tu, counts, T = _times(200_000)
     m = TimeMoments.of(tu, counts, TRIGGER_BINS)
     want = float(np.dot(-np.expm1(-(T - tu) / sigma_t), counts))

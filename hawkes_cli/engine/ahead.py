@@ -228,8 +228,8 @@ class IndexAhead:
     def retire(self, *things: object) -> None:
         """Free ``things`` (the last locations' grid indexes, row blocks and device buffers:
         tens of 1M-long arrays, 25 ms to free at 1M) on the worker after its next build, while
-        the main thread waits for the device, when the locations just set were built ahead;
-        else here and now (and the oldest when three sets wait)."""
+        the main thread waits for the device, when the locations just set were built ahead
+        (a next build follows); else here and now. At most :data:`_RETIRED_KEPT` wait."""
         if self._now:
             self._retired.extend(things)
             del self._retired[:-_RETIRED_KEPT]
@@ -238,10 +238,9 @@ class IndexAhead:
         """The backend's locations are now ``x``, ``y``: use the builds started for these very
         arrays, if any."""
         mine = self._building is not None and self._building[0] is x and self._building[1] is y
-        if mine:
-            self.retire(self._now)  # the last draw's builds
-        self._now = self._next if mine else {}
+        last, self._now = self._now, self._next if mine else {}
         self._building, self._next = None, {}
+        self.retire(last)  # the last draw's builds
         if self._expected is not None and self._expected[0] is x:
             self._expected = None  # set before any pass started its build
 

@@ -79,11 +79,11 @@ class DrawIndex:
         if self.presence is not None:  # freed on the worker when it builds
             self.ahead.retire(self.presence, self._indexes, self._blocks)
             self._indexes, self._blocks = OrderedDict(), OrderedDict()
-        self.x0, self.y0 = float(self.x.min()), float(self.y.min())
         with profile.stage("presence"):
             self.presence = DevicePresence.build(
                 self.events, self.x, self.y, self._buf_level, self.inputs.nlevels
             )
+        self.x0, self.y0 = self.presence.x0, self.presence.y0  # the locations' smallest
 
     def start_ahead(self, sigma_x: float, sigma_t: float, kappa: float) -> None:
         """Have the worker build the next draw's index and blocks at this lattice point."""
