@@ -110,7 +110,7 @@ def run(
             run_out["check_failure"] = be.check_failure
             run_out["omega"] = omega.tolist()
             run_out["expanded_sources"] = int(t.size - di.index.expanded[1])
-            run_out["ring_rows"] = int(np.count_nonzero(be._ring_host))
+            run_out["ring_rows"] = int(np.count_nonzero(be.block_pass.ring))
             blocks = be._draw.blocks(di, p.sigma_x, p.sigma_t, be.kappa)
             run_out["blocks"] = int(blocks.count)
             run_out["path"] = be.trigger_path

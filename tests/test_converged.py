@@ -19,8 +19,9 @@ from hawkes_cli.runner.converged import forget, run_converged
 from tests.test_diagnostics import WARMUP, iid_values, write_chain
 
 
-def _run(tmp_path: Path, draws: int):
-    """A run of 2 iid chains of ``draws`` post-warm-up draws over events in weeks (lon/lat)."""
+def _run(tmp_path: Path, draws: int, checkpoint: dict | None = None):
+    """A run of 2 iid chains of ``draws`` post-warm-up draws over events in weeks (lon/lat);
+    ``checkpoint``: more of each chain's last checkpoint."""
     events = EventData(
         time=np.arange(50.0),
         x=np.linspace(-80.0, -79.0, 50),
@@ -38,7 +39,9 @@ def _run(tmp_path: Path, draws: int):
     rng = np.random.default_rng(4)
     for k in range(2):
         values = iid_values(rng, WARMUP + draws)
-        write_chain(Path(cfg.output.run_dir), k, values, (cfg.to_yaml(), cfg.sha256))
+        write_chain(
+            Path(cfg.output.run_dir), k, values, (cfg.to_yaml(), cfg.sha256), checkpoint=checkpoint
+        )
     return cfg, RunDir(cfg.output.run_dir)
 
 
@@ -80,3 +83,20 @@ def test_a_check_reads_no_event_arrays_and_gives_the_same_verdict(tmp_path, monk
     assert report.time_unit == "week" and report.row("tau_t").unit == "weeks"
     assert "tau_t_weeks" not in [r.name for r in report.derived]
     assert not [v for v in report.verdicts if v.code == "time_unit"]
+
+
+def test_findings_more_draws_cannot_change_do_not_hold_the_chains_back(tmp_path):
+    """A truncation bound above the tolerance after warm-up (the cut-off is fixed by then)
+    stays a WARNING in the diagnosis, but a run whose R-hat and ESS pass converges: waiting
+    for it would run the chains to sampler.iterations. Too few draws still hold them back."""
+    bound = {"bound_exceedances": 3, "worst_bound": 0.08}
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    cfg, rd = _run(tmp_path / "a", 700, bound)
+    report = diagnose(rd.root)
+    assert report.status == "warn"
+    assert [v.code for v in report.verdicts if v.level != "ok"] == ["bound", "bound"]
+    check = run_converged(rd, cfg, 0)
+    assert check.converged and check.record.smallest_ess >= 400
+    cfg, rd = _run(tmp_path / "b", 60, bound)
+    assert not run_converged(rd, cfg, 0).converged

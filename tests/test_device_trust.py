@@ -184,7 +184,7 @@ def test_check_data_uses_every_path_of_the_row_block_kernel():
     tr.trigger_bounded(P.sigma_x, P.sigma_t)
     di = tr._draw.index(P.sigma_x, tr.kappa)
     assert tr.n - di.index.expanded[1] > 300  # expansion boxes
-    assert np.count_nonzero(tr._ring_host) > 100  # ring cells
+    assert np.count_nonzero(tr.block_pass.ring) > 100  # ring cells
     assert tr._draw.blocks(di, P.sigma_x, P.sigma_t, tr.kappa).count > 100  # several row blocks
 
 

@@ -80,9 +80,11 @@ def write_chain(
     model: int = 1,
     accepted: np.ndarray | None = None,
     fields: tuple[tuple[str, str], ...] = FIELDS,
+    checkpoint: dict | None = None,
 ) -> Path:
     """Write a finished chain file with the given draws (rows include warm-up) and per-draw
-    ``fields`` (a subset of :data:`FIELDS`, e.g. an older file's)."""
+    ``fields`` (a subset of :data:`FIELDS`, e.g. an older file's); ``checkpoint``: more of
+    its last commit's checkpoint (e.g. ``bound_exceedances``)."""
     n = len(values[PARAMS[0]])
     path = run_dir / "chains" / f"chain-{chain_id:02d}.h5"
     meta = ChainMeta(
@@ -106,7 +108,7 @@ def write_chain(
         for i in range(n):
             row = _row(values, i, i * thin, warmup, int(acc[i]))
             writer.append({k: v for k, v in row.items() if k in keep})
-        writer.commit({"iteration": n * thin, "finished": True})
+        writer.commit({"iteration": n * thin, "finished": True, **(checkpoint or {})})
     return path
 
 

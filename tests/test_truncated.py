@@ -326,6 +326,48 @@ def test_next_draw_built_ahead_at_every_lattice_point_its_passes_reach(monkeypat
     assert threads.count("MainThread") == 2  # the two fresh backends', none of tr's
 
 
+def test_points_the_last_draws_reached_are_built_ahead_for_the_next(monkeypatch):
+    """A chain near a lattice boundary crosses it now and then: a point that a pass of one of
+    the last draws reached is built on the worker for the next draw even when the passes of
+    the draw just before it did not reach it; then a pass there builds nothing on the main
+    thread."""
+    import threading
+
+    import hawkes_cli.engine.ahead as ahead
+
+    threads = []
+    real = ahead.build_index
+    monkeypatch.setattr(
+        ahead,
+        "build_index",
+        lambda *a, **k: threads.append(threading.current_thread().name) or real(*a, **k),
+    )
+    t, x, y, d = make_events(1200, integer_days=True, seed=5)
+    rng = np.random.default_rng(7)
+    draws = [(x + rng.normal(0, 0.05, x.size), y + rng.normal(0, 0.05, y.size)) for _ in range(3)]
+    tr = build_backend("truncated", t, x, y, d, model=1, area=AREA, precision="float64", kappa=6.0)
+    step = 2.0 ** (1.0 / LATTICE_STEPS)
+    below = (2.0 ** (-58 / LATTICE_STEPS) * 0.9999, 5.0)
+    above = (below[0] * step, 5.0)  # the next lattice point of sigma_x
+    tr.prepare_locations(*draws[0], lambda: None)
+    tr.trigger_bounded(*below)
+    tr.trigger_bounded(*above)  # this draw reaches both points
+    tr.set_locations(*draws[0])
+    tr.prepare_locations(*draws[1], lambda: None)
+    tr.trigger_bounded(*below)  # this one only the first: the other is built too
+    tr.set_locations(*draws[1])
+    threads.clear()
+    tr.trigger_bounded(*below)
+    tr.trigger_bounded(*above)
+    assert "MainThread" not in threads  # both built on the worker
+    tr.prepare_locations(*draws[2], lambda: None)
+    tr.trigger_bounded(*below)
+    tr.set_locations(*draws[2])
+    threads.clear()
+    tr.trigger_bounded(*above)
+    assert "MainThread" not in threads
+
+
 def test_last_draws_indexes_are_freed_on_the_worker_after_its_next_build():
     """A new draw retires the last draw's indexes and blocks (tens of 1M-long arrays): freed
     at once when the draw was not built ahead; else kept until the worker's next build and
@@ -546,7 +588,7 @@ def test_only_the_kernels_of_the_model_are_created(model):
     assert not {"truncated_model1", "truncated_model2"} & names
     assert {"truncated_blocks", "truncated_blocks2", "cell_prefix", "cell_prefix16"} <= names
     want = "truncated_blocks" if model == 1 else "truncated_blocks2"
-    assert tr._k_blocks.handle.function_name == want
+    assert tr.block_pass.k_blocks.handle.function_name == want
 
 
 @pytest.mark.parametrize("model", [1, 2])

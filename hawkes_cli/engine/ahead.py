@@ -7,8 +7,9 @@ and :class:`IndexAhead` sorts its points into the grid index and the row blocks 
 current lengthscales on one worker thread (numpy, which releases the GIL in its sorts and
 gathers), while the main thread drives this iteration's passes. When the draw is taken, the
 truncated backend finds them ready. The worker builds them at the lattice point of the
-iteration's first pass and at each other lattice point its later passes reach (a chain near a
-lattice boundary crosses it back and forth); at any other, the backend builds them itself.
+iteration's first pass, at those the last few draws' passes reached and at each other lattice
+point this draw's later passes reach (a chain near a lattice boundary crosses it back and
+forth); at any other, the backend builds them itself.
 
 Both paths build with the same pure functions (:func:`index_for`, :func:`blocks_for`) from the
 same inputs, so a chain is the same bit for bit with or without the worker
@@ -140,9 +141,13 @@ def blocks_for(
 
 
 #: Lattice points (grid index and row-block width) built ahead per draw at most: the first
-#: pass's, then those the iteration's other passes reach (a chain whose proposals cross a
-#: lattice boundary uses two each iteration).
-MAX_BUILDS = 3
+#: pass's, then those the passes of the last :data:`RECENT_DRAWS` draws reached, then those
+#: the current draw's other passes reach (a chain near a lattice boundary of ``sigma_x`` and
+#: of ``sigma_t`` may use four, crossing back and forth).
+MAX_BUILDS = 4
+#: Draws whose passes' lattice points are built ahead for the next draw (a chain whose
+#: proposals cross a boundary now and then needs the point beyond it before it crosses again).
+RECENT_DRAWS = 4
 #: Things retired (:meth:`IndexAhead.retire`) kept for the worker to free at most: two draws'.
 _RETIRED_KEPT = 8
 
@@ -183,8 +188,9 @@ class IndexAhead:
 
     The next draw's points are announced first (:meth:`expect`); the builds start at the
     backend's passes (:meth:`start`): the first at the first pass, at the chain's current
-    state, then one for each other lattice point a later pass of the same draw reaches (up to
-    :data:`MAX_BUILDS`), since a chain near a lattice boundary keeps crossing it.
+    state, with it those the passes of the last :data:`RECENT_DRAWS` draws reached (latest
+    first), then one for each other lattice point a later pass of the same draw reaches (up to
+    :data:`MAX_BUILDS` in all), since a chain near a lattice boundary keeps crossing it.
 
     Parameters
     ----------
@@ -199,6 +205,8 @@ class IndexAhead:
         self._next: dict[tuple[tuple[float, float], float], _Job] = {}  # for _building
         self._now: dict[tuple[tuple[float, float], float], _Job] = {}  # for the set locations
         self._retired: list[object] = []  # the last locations' indexes, freed after a build
+        self._draws = 0  # draws whose builds started
+        self._seen: dict[tuple[tuple[float, float], float], int] = {}  # point -> last draw
 
     def expect(self, x: np.ndarray, y: np.ndarray, ready: Callable[[], None]) -> None:
         """The next locations will be ``x``, ``y`` (arrays the caller will pass to :meth:`take`
@@ -211,19 +219,35 @@ class IndexAhead:
         :data:`MAX_BUILDS` are."""
         if not (all(v > 0 for v in key) and width > 0):
             return
-        if self._expected is not None:  # the first pass since the next draw was announced
+        first = self._expected is not None  # the first pass since the next draw was announced
+        if first:
             self._building, self._expected, self._next = self._expected, None, {}
-        if self._building is None or (key, width) in self._next:
+            self._draws += 1
+        self._seen[key, width] = self._draws
+        if self._building is None:
             return
-        if len(self._next) >= MAX_BUILDS:
+        self._submit(key, width)
+        if first:  # the points the last draws' passes reached, latest first
+            recent = sorted(self._seen.items(), key=lambda item: -item[1])
+            for point, draw in recent:
+                if self._draws - draw <= RECENT_DRAWS:
+                    self._submit(*point)
+                else:
+                    del self._seen[point]
+        if self._retired:  # freed on the worker once it has built this (the GIL is free then)
+            _executor().submit(list.clear, self._retired)
+            self._retired = []
+
+    def _submit(self, key: tuple[float, float], width: float) -> None:
+        """Queue the build at ``key`` and ``width`` for the next locations, unless queued
+        already or :data:`MAX_BUILDS` are."""
+        if (key, width) in self._next or len(self._next) >= MAX_BUILDS:
             return
+        assert self._building is not None
         x, y, ready = self._building
         built = next((job.result for job in self._next.values() if job.key == key), None)
         future = _executor().submit(_build, self.inputs, x, y, ready, key, width, built)
         self._next[key, width] = _Job(key, width, future)
-        if self._retired:  # freed on the worker once it has built this (the GIL is free then)
-            _executor().submit(list.clear, self._retired)
-            self._retired = []
 
     def retire(self, *things: object) -> None:
         """Free ``things`` (the last locations' grid indexes, row blocks and device buffers:

@@ -68,7 +68,9 @@ lengthscales by a few per cent, then mostly reuse them instead of paying the hos
 (sorting, blocking) at every trigger pass. The terms, the prefix sums and the bound use the
 exact ``sigma_x`` and ``sigma_t``; the result is still a function of the parameters alone.
 :mod:`.draw_index` owns these stages for the current location draw (and the worker that
-builds the next draw's, :mod:`.ahead`); this module runs the pass and its bound.
+builds the next draw's, :mod:`.ahead`); :mod:`.block_pass` runs the pass (the prefix sums and
+the row-block kernel) and :mod:`.pass_bound` bounds what it omits beyond the kernel's reach;
+this module puts them together and owns the cut-off.
 
 So the omitted part of ``E_n`` is ``0 <= omega_n <= c (tail_n + ring_n + far_n)`` (times
 ``1 + 1e-8`` for rounding of the bound itself). The truncated rate ``lam~_n = lambda_n -
@@ -92,16 +94,15 @@ exact engine.
 
 The host side in numpy (grid index, row blocks, ``S_n``, balancing costs) is
 :mod:`hawkes_cli.engine.grid`, its copy on the device :mod:`hawkes_cli.engine.grid_upload`;
-this module launches the kernels (arguments: :mod:`hawkes_cli.engine.launch`) on the events of
-a :class:`~hawkes_cli.engine.device.DeviceEvents` (shared with the exact backend it holds for
-B) and assembles the bound.
+:mod:`.block_pass` launches the kernels (arguments: :mod:`hawkes_cli.engine.launch`) on the
+events of a :class:`~hawkes_cli.engine.device.DeviceEvents` (shared with the exact backend this
+module holds for B).
 """
 
 from __future__ import annotations
 
 import logging
 import math
-from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -109,13 +110,13 @@ import numpy as np
 
 from ..parallel import Comm, SerialComm
 from ..vocab import DEFAULT_BACKGROUND, DEFAULT_TOLERANCE
-from . import profile
 from .ahead import IndexInputs
 from .base import LAMBDA_FLOOR, BoundedPairBackend
+from .block_pass import BlockPass, PassPoint
 from .calibration import ProbePoint, RowRatios, calibrate
 from .choice import SwitchedTrigger, TriggerChoice
 from .device import DeviceEvents
-from .draw_index import REACH, DrawIndex
+from .draw_index import DrawIndex
 from .grid import (
     EXP_SPAN,
     KAPPA_MAX,
@@ -124,11 +125,10 @@ from .grid import (
     level_bands,
     level_kappas,
     source_levels,
-    temporal_sums,
 )
 from .grid_upload import DeviceBlocks, DeviceIndex
-from .launch import BlocksArgs, MomentsArgs, Prefix16Args, PrefixArgs, kernel
-from .opencl import LOG2E, OpenCLBackend
+from .opencl import OpenCLBackend
+from .pass_bound import PassBound
 from .rowcheck import RowCheck
 
 log = logging.getLogger(__name__)
@@ -136,8 +136,6 @@ log = logging.getLogger(__name__)
 __all__ = ["TruncatedBackend"]
 
 _TIGHTEN_MARGIN = 0.25  # kappa added beyond the bound's exp(-kappa) prediction
-_SAFETY = 1.0 + 1e-8  # rounding of the bound's own arithmetic (prefix sums, exp)
-_FAR_KEPT = 2  # far sums kept
 #: The calibration's probe (:meth:`TruncatedBackend.probe`) evaluates at least this many row
 #: blocks (all if fewer) ...
 PROBE_BLOCKS = 512
@@ -196,14 +194,6 @@ class TruncatedBackend(SwitchedTrigger, BoundedPairBackend):
         # calibrate() replaces this first guess at the first evaluation unless a kappa is given
         self.calibrated = kappa is not None
         self.row_start, self.row_stop = self.exact.row_start, self.exact.row_stop
-        prog = events.program(truncated=True)
-        self._k_prefix = kernel(prog, "cell_prefix")
-        self._k_prefix16 = kernel(prog, "cell_prefix16")
-        self._k_moments = kernel(prog, "cell_moments")
-        # row blocks; model 2's kernel weighs and scales each term by its density, the scaled
-        # ones also by its source's amplitude (model.edge: renormalized)
-        self._k_blocks = kernel(prog, "truncated_blocks" if model == 1 else "truncated_blocks2")
-        self._k_scaled = kernel(prog, "truncated_scaled" if model == 1 else "truncated_scaled2")
         self._amplitude: np.ndarray | None = None
         self._amplitude_version = 0
         self._t = events.time
@@ -229,14 +219,11 @@ class TruncatedBackend(SwitchedTrigger, BoundedPairBackend):
             level_buffer=events.upload(self._level.astype(np.int32)),  # (presence grid)
             floor=self._floor,
         )  # fmt: skip
-        nrows = self.row_stop - self.row_start
-        self._e_host = np.empty(nrows)
-        self._tail_host = np.empty(nrows)
-        self._ring_host = np.empty(nrows)
-        self._buf_e = events.output(self._e_host.nbytes)
-        self._buf_tail = events.output(self._tail_host.nbytes)
-        self._buf_ring = events.output(self._ring_host.nbytes)
-        self._s_cache: OrderedDict[tuple[float, float, float], np.ndarray] = OrderedDict()
+        # the pass and its bound: the stages after the index and the blocks
+        self.block_pass = BlockPass(events, self.exact, model, self.nlevels)
+        self._bound = PassBound(
+            self._t, self._w, self._lo, self._level, self._ceil, (self.row_start, self.row_stop)
+        )
         self.trigger_path = "none yet"
         self._row_check = RowCheck(self.exact, model)
         self.check_failure: str | None = None
@@ -325,25 +312,6 @@ class TruncatedBackend(SwitchedTrigger, BoundedPairBackend):
             di.kl = (kappa, self.events.upload(level_kappas(kappa, self._ceil)[di.index.band]))
         return di.kl[1]
 
-    def _far(self, sigma_t: float, factor: float, kappa: float) -> np.ndarray:
-        """``sum_{m < lo_n} exp(-factor kappa_l(m)) w_m exp(-(t_n - t_m) / sigma_t)`` for this
-        backend's rows at the cut-off ``kappa``, shape (rows,), float64
-        (:func:`~hawkes_cli.engine.grid.temporal_sums` with per-source weights; cached by
-        ``(sigma_t, kappa, factor)`` and amplitude version; with amplitudes ``w_m a_m``)."""
-        key = (sigma_t, kappa, factor, self._amplitude_version)
-        hit = self._s_cache.get(key)
-        if hit is None:
-            w = self._w * np.exp(-factor * level_kappas(kappa, self._ceil))[self._level]
-            if self._amplitude is not None:
-                w = w * self._amplitude
-            with profile.stage("far sums"):
-                s = temporal_sums(self._t, w, self._lo, sigma_t)
-            hit = s[self.row_start : self.row_stop]
-            self._s_cache[key] = hit
-            while len(self._s_cache) > _FAR_KEPT:
-                self._s_cache.popitem(last=False)
-        return hit
-
     # ------------------------------------------------------------------ passes
     def background(self, tau_t: float) -> np.ndarray:
         """B for this backend's rows, float64, shape (rows,) (exact, per distinct time)."""
@@ -410,126 +378,26 @@ class TruncatedBackend(SwitchedTrigger, BoundedPairBackend):
     ) -> tuple[np.ndarray, np.ndarray]:
         """Run the row-block kernel on ``blocks`` of the index ``di`` at the cut-off ``kappa``
         (per-level exponents in the device buffer ``kl``; ``blocks`` made for an index of at
-        least this cut-off).
+        least this cut-off) and bound what it omits.
 
         Returns (E~, omega) for this backend's rows, each shape (rows,), float64; rows in no
         block hold stale values.
         """
         exp_mode = self._span / sigma_t <= EXP_SPAN
-        self._prefix_sums(di, sigma_t, exp_mode)
-        # one block per work-group on CPUs (PoCL schedules work-groups dynamically over the
-        # cores, and blocks differ a lot in work); the configured size elsewhere
-        wg = self.exact.work_group or (1 if self.events.device.info.kind == "cpu" else 64)
-        args = self._blocks_args(di, blocks, kl, sigma_x, sigma_t, exp_mode)
-        blocks_kernel = self._k_blocks if self._amplitude is None else self._k_scaled
-        blocks_kernel(self.queue, (-(-max(blocks.count, 1) // wg) * wg,), (wg,), args)
-        self.events.read(self._e_host, self._buf_e)
-        self.events.read(self._tail_host, self._buf_tail)
-        self.events.read(self._ring_host, self._buf_ring)
+        scaled = self._amplitude is not None
+        at = PassPoint(
+            sigma_x, sigma_t, kl, (self._draw.x0, self._draw.y0), exp_mode,
+            self._source_weights(di), scaled, self._amplitude_version,
+        )  # fmt: skip
+        out = self.block_pass
+        out.run(di, blocks, at)
         norm = 1.0 / (2.0 * math.pi * sigma_x * sigma_x * sigma_t)
-        e = self._e_host * (2.0**-self.events.shift * norm)
-        if exp_mode:  # tail + ring + beyond the reach
-            rest = self._ring_host + self._far(sigma_t, REACH**2, kappa)
-        else:  # tail; ring and beyond together
-            rest = self._far(sigma_t, 1.0, kappa)
-        omega = norm * (self._tail_host + rest) * _SAFETY
+        e = out.e * (2.0**-self.events.shift * norm)
+        omega = self._bound.omega(
+            out.tail, out.ring, norm, sigma_t, kappa, exp_mode,
+            self._amplitude, self._amplitude_version,
+        )  # fmt: skip
         return e, omega
-
-    def _prefix_sums(self, di: DeviceIndex, sigma_t: float, exp_mode: bool) -> None:
-        """Per-cell and per-sub-cell prefix sums of the tail weights of ``di``, and the
-        Hermite moments of its expansion boxes (exponential prefixes only), for ``sigma_t``
-        and the current amplitudes (kept on the device until another ``sigma_t`` or amplitude
-        comes)."""
-        key = (sigma_t, self._amplitude_version)
-        if di.pre_key == key:
-            return
-        buf = di.buffers
-        ncells = di.index.cell_key.size
-        size = self._launch(ncells)
-        common = {  # the arguments every one of the three kernels takes
-            "st": buf.std,
-            "sw": self._source_weights(di)[1],
-            "cbeg": buf.cbeg,
-            "t0": float(self._t[0]),
-            "inv_sigma_t": 1.0 / sigma_t,
-        }
-        prefix = {**common, "ncells": ncells, "exp_mode": int(exp_mode)}
-        self._k_prefix(self.queue, *size, PrefixArgs(**prefix, pre=buf.pre))
-        self._k_prefix16(self.queue, *size, Prefix16Args(**prefix, sq=buf.sq, pre16=buf.pre16))
-        nexp = ncells - buf.mc0
-        if exp_mode and nexp:
-            moments = MomentsArgs(
-                **common, enx=buf.enx, eny=buf.eny, moff=buf.moff, c0=buf.mc0, ncells=nexp,
-                k0=buf.mk0, mom=buf.mom,
-            )  # fmt: skip
-            self._k_moments(self.queue, *self._launch(nexp), moments)
-        di.pre_key = key
-
-    def _blocks_args(
-        self,
-        di: DeviceIndex,
-        blocks: DeviceBlocks,
-        kl: Any,
-        sigma_x: float,
-        sigma_t: float,
-        exp_mode: bool,
-    ) -> BlocksArgs:
-        """The row-block kernel's arguments (the one place they are made)."""
-        ev, buf = self.events, di.buffers
-        sa = self._source_weights(di)[0]
-        kt, ktl = ev.coefficient(LOG2E / sigma_t)
-        kx, kxr = ev.coefficient(LOG2E / (2.0 * sigma_x * sigma_x), relative=True)
-        return BlocksArgs(
-            td=ev.buf_td,
-            xd=ev.buf_xd,
-            yd=ev.buf_yd,
-            st=buf.st,
-            sxr=buf.sxr,
-            syr=buf.syr,
-            sw=buf.sw,
-            sa=sa,
-            std=buf.std,
-            pre=buf.pre,
-            pre16=buf.pre16,
-            mom=buf.mom,
-            moff=buf.moff,
-            mc0=buf.mc0,
-            ckey=buf.ckey,
-            cbeg=buf.cbeg,
-            cdlo=buf.cdlo,
-            cdhi=buf.cdhi,
-            loff=buf.loff,
-            hs=buf.hs,
-            dlo=buf.dlo,
-            nlevels=di.index.h.size,  # grid levels: density levels and expansion levels
-            nbase=self.nlevels,  # density levels
-            x0=self._draw.x0,
-            y0=self._draw.y0,
-            brow=blocks.rows,
-            nblocks=blocks.count,
-            row0=self.row_start,
-            bmask=blocks.near,
-            kt=kt,
-            kx=kx,
-            ktl=ktl,
-            kxr=kxr,
-            shift=ev.real(ev.shift),
-            kl=kl,
-            sigma_t=sigma_t,
-            vscale=1.0 / (2.0 * sigma_x * sigma_x),
-            t0=float(self._t[0]),
-            inv_sigma_t=1.0 / sigma_t,
-            exp_mode=int(exp_mode),
-            out_e=self._buf_e,
-            out_tail=self._buf_tail,
-            out_ring=self._buf_ring,
-        )
-
-    def _launch(self, items: int) -> tuple[tuple[int], tuple[int] | None]:
-        """(global, local) sizes of a one-work-item-per-item launch at the backend's
-        work-group size (the implementation's choice when none is set)."""
-        g, local = self.exact.launch_size(items)
-        return (g,), local
 
     # ------------------------------------------------------------------ the cut-off
     def calibrate(

@@ -5,8 +5,12 @@ run's :class:`RunConverged` record (``chains/converged.json``) when one holds fo
 chain files; otherwise the chains' committed draws are read as ``hawkes-diagnose`` reads them
 (:func:`hawkes_cli.diagnostics.diagnose`, default burn-in: each chain's warm-up) and, when its
 verdict is OK with every chain of the run contributing (R-hat <= 1.01 and bulk and tail ESS >=
-400 for every checked quantity, no stuck chain, no truncation bound above the tolerance, no
-chain much shorter than the others), the record is written and returned. The first chain to
+400 for every checked quantity, no stuck chain, no chain much shorter than the others), the
+record is written and returned. Findings that more draws cannot change
+(:data:`NOT_FROM_DRAWS`: a truncation bound above the tolerance after warm-up, whose cut-off is
+fixed by then; the edge, ties, time unit and coordinate notes about the data and the model)
+stay in the diagnosis but do not hold the chains back: a run that waited for them would run to
+``sampler.iterations``. The first chain to
 find it ends at once; the others end as soon as they see the record (:func:`found`, looked for
 between commits every :data:`LOOK_SECONDS`), whatever their own draws say then, so the run
 ends with the check that passed.
@@ -34,9 +38,13 @@ log = logging.getLogger(__name__)
 
 #: Seconds between a chain's looks for another chain's record between its commits.
 LOOK_SECONDS = 5.0
+#: Verdict codes (:class:`~hawkes_cli.diagnostics.records.Verdict`) that more draws cannot
+#: change: they do not hold the chains back (module docstring).
+NOT_FROM_DRAWS = frozenset({"bound", "edge", "ties", "time_unit", "crs"})
 
 __all__ = [
     "LOOK_SECONDS",
+    "NOT_FROM_DRAWS",
     "Check",
     "RunConverged",
     "committed_draws",
@@ -198,8 +206,9 @@ def run_converged(run_dir: RunDir, config: Config, chain_id: int) -> Check:
         return Check(None, "not checked this time (see the chain's log)")
     used = len(report.used_chains)
     checked = [r for r in report.rows if r.checked]
-    if used < count or report.status != "ok" or not checked:
-        why = next((v.message for v in report.verdicts if v.level != "ok"), "")
+    holding = [v for v in report.verdicts if v.level != "ok" and v.code not in NOT_FROM_DRAWS]
+    if used < count or holding or not checked:
+        why = holding[0].message if holding else ""
         log.info(
             "chain %d: not converged yet (%d post-warm-up draws per chain in common, %d of %d "
             "chains)%s",
