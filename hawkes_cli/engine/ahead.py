@@ -141,13 +141,23 @@ def blocks_for(
 
 
 #: Lattice points (grid index and row-block width) built ahead per draw at most: the first
-#: pass's, then those the passes of the last :data:`RECENT_DRAWS` draws reached, then those
-#: the current draw's other passes reach (a chain near a lattice boundary of ``sigma_x`` and
-#: of ``sigma_t`` may use four, crossing back and forth).
+#: pass's, then the recent ones of :data:`RECENT_DRAWS`, then those the current draw's other
+#: passes reach (a chain near a lattice boundary of ``sigma_x`` and of ``sigma_t`` may use
+#: four, crossing back and forth).
 MAX_BUILDS = 4
-#: Draws whose passes' lattice points are built ahead for the next draw (a chain whose
-#: proposals cross a boundary now and then needs the point beyond it before it crosses again).
+#: A point that the passes of one of the last this many draws reached is built ahead for the
+#: next draw too when its grid index's key or its blocks' width scores :data:`SCORE_MIN` (a
+#: chain whose proposals cross a boundary back and forth needs the point beyond it before it
+#: crosses again). Only then: on a CPU device the worker's builds take cores from the kernels,
+#: so a build nobody uses costs wall time.
 RECENT_DRAWS = 4
+#: A key's or a width's score: +1 for each build a pass had to make on the main thread
+#: although the draw was built ahead, and for each such build ahead a pass used; times
+#: :data:`SCORE_DECAY` at each draw. Two misses up to three draws apart score above
+#: :data:`SCORE_MIN`, a one-off (a jump proposal's point) does not; a point used in 30% of
+#: the draws keeps its builds.
+SCORE_DECAY = 0.8
+SCORE_MIN = 1.5
 #: Things retired (:meth:`IndexAhead.retire`) kept for the worker to free at most: two draws'.
 _RETIRED_KEPT = 8
 
@@ -159,6 +169,7 @@ class _Job:
     key: tuple[float, float]
     width: float
     result: Future  # -> (GridIndex, IndexArrays, row blocks)
+    recent: bool = False  # built for a recent point's score (:data:`RECENT_DRAWS`)
 
 
 def _build(
@@ -189,8 +200,9 @@ class IndexAhead:
     The next draw's points are announced first (:meth:`expect`); the builds start at the
     backend's passes (:meth:`start`): the first at the first pass, at the chain's current
     state, with it those the passes of the last :data:`RECENT_DRAWS` draws reached (latest
-    first), then one for each other lattice point a later pass of the same draw reaches (up to
-    :data:`MAX_BUILDS` in all), since a chain near a lattice boundary keeps crossing it.
+    first) if a pass missed their index or blocks lately, then one for each other lattice
+    point a later pass of the same draw reaches (up to :data:`MAX_BUILDS` in all), since a
+    chain near a lattice boundary keeps crossing it.
 
     Parameters
     ----------
@@ -207,6 +219,7 @@ class IndexAhead:
         self._retired: list[object] = []  # the last locations' indexes, freed after a build
         self._draws = 0  # draws whose builds started
         self._seen: dict[tuple[tuple[float, float], float], int] = {}  # point -> last draw
+        self._score: dict[tuple[float, float] | float, float] = {}  # key or width (SCORE_MIN)
 
     def expect(self, x: np.ndarray, y: np.ndarray, ready: Callable[[], None]) -> None:
         """The next locations will be ``x``, ``y`` (arrays the caller will pass to :meth:`take`
@@ -227,27 +240,32 @@ class IndexAhead:
         if self._building is None:
             return
         self._submit(key, width)
-        if first:  # the points the last draws' passes reached, latest first
-            recent = sorted(self._seen.items(), key=lambda item: -item[1])
-            for point, draw in recent:
-                if self._draws - draw <= RECENT_DRAWS:
-                    self._submit(*point)
-                else:
-                    del self._seen[point]
+        if first:
+            self._submit_recent()
         if self._retired:  # freed on the worker once it has built this (the GIL is free then)
             _executor().submit(list.clear, self._retired)
             self._retired = []
 
-    def _submit(self, key: tuple[float, float], width: float) -> None:
+    def _submit_recent(self) -> None:
+        """Queue the points the last draws' passes reached whose index or blocks a pass built
+        on the main thread lately, latest first (:data:`RECENT_DRAWS`)."""
+        score = self._score
+        self._seen = {p: d for p, d in self._seen.items() if self._draws - d <= RECENT_DRAWS}
+        for point, _ in sorted(self._seen.items(), key=lambda item: -item[1]):
+            if max(score.get(point[0], 0.0), score.get(point[1], 0.0)) >= SCORE_MIN:
+                self._submit(*point, recent=True)
+        self._score = {k: SCORE_DECAY * v for k, v in score.items() if v > 0.05}
+
+    def _submit(self, key: tuple[float, float], width: float, recent: bool = False) -> None:
         """Queue the build at ``key`` and ``width`` for the next locations, unless queued
-        already or :data:`MAX_BUILDS` are."""
+        already or :data:`MAX_BUILDS` are (``recent``: for its score alone)."""
         if (key, width) in self._next or len(self._next) >= MAX_BUILDS:
             return
         assert self._building is not None
         x, y, ready = self._building
         built = next((job.result for job in self._next.values() if job.key == key), None)
         future = _executor().submit(_build, self.inputs, x, y, ready, key, width, built)
-        self._next[key, width] = _Job(key, width, future)
+        self._next[key, width] = _Job(key, width, future, recent)
 
     def retire(self, *things: object) -> None:
         """Free ``things`` (the last locations' grid indexes, row blocks and device buffers:
@@ -273,6 +291,8 @@ class IndexAhead:
         device, or None (none started for them, or at another key; then the caller builds
         them)."""
         job = next((job for job in self._now.values() if job.key == key), None)
+        if job is None or job.recent:
+            self._count(key)  # a miss, or a use of a build for the score
         return None if job is None else job.result.result()[:2]
 
     def blocks(self, index: GridIndex, width: float) -> np.ndarray | None:
@@ -280,5 +300,18 @@ class IndexAhead:
         for job in (j for j in self._now.values() if j.width == width):
             built, _, rows = job.result.result()
             if built is index:
+                if job.recent:
+                    self._count(width)
                 return rows
+        # a miss of the blocks alone when the index is the worker's (done: it is in use), else
+        # the index's own miss counted
+        jobs = self._now.values()
+        if any(j.result.done() and j.result.result()[0] is index for j in jobs):
+            self._count(width)
         return None
+
+    def _count(self, what: tuple[float, float] | float) -> None:
+        """Score a key or width (:data:`SCORE_DECAY`): a pass builds its index or blocks on the
+        main thread although the draw was built ahead, or uses a build made for its score."""
+        if self._now:
+            self._score[what] = self._score.get(what, 0.0) + 1.0
