@@ -326,69 +326,6 @@ def test_next_draw_built_ahead_at_every_lattice_point_its_passes_reach(monkeypat
     assert threads.count("MainThread") == 2  # the two fresh backends', none of tr's
 
 
-def test_points_the_last_draws_reached_are_built_ahead_once_passes_keep_missing_them(
-    monkeypatch,
-):
-    """A chain near a lattice boundary crosses it back and forth: once passes had to build
-    the point beyond it on the main thread twice in a few draws, the worker builds that point
-    for the next draws as long as the last draws' passes reach it, even when the passes of
-    the draw just before did not; then a pass there builds nothing on the main thread. A
-    point reached but never missed, or missed once (a jump proposal's), is not built ahead
-    (on a CPU device the worker's builds take cores from the kernels)."""
-    import threading
-
-    import hawkes_cli.engine.ahead as ahead
-
-    threads = []
-    real = ahead.build_index
-    monkeypatch.setattr(
-        ahead,
-        "build_index",
-        lambda *a, **k: threads.append(threading.current_thread().name) or real(*a, **k),
-    )
-    t, x, y, d = make_events(1200, integer_days=True, seed=5)
-    rng = np.random.default_rng(7)
-    draws = [(x + rng.normal(0, 0.05, x.size), y + rng.normal(0, 0.05, y.size)) for _ in range(5)]
-    step = 2.0 ** (1.0 / LATTICE_STEPS)
-    below = (2.0 ** (-58 / LATTICE_STEPS) * 0.9999, 5.0)
-    above = (below[0] * step, 5.0)  # the next lattice point of sigma_x
-
-    def fresh():
-        return build_backend(
-            "truncated", t, x, y, d, model=1, area=AREA, precision="float64", kappa=6.0
-        )
-
-    def take(tr, k, *passes):
-        """Passes on the current draw with draw ``k`` announced, then draw ``k`` taken."""
-        tr.prepare_locations(*draws[k], lambda: None)
-        for p in passes:
-            tr.trigger_bounded(*p)
-        tr.set_locations(*draws[k])
-        threads.clear()
-
-    def main_builds_above(tr):
-        tr.trigger_bounded(*above)
-        return threads.count("MainThread")
-
-    # reached but never missed: not built ahead
-    tr = fresh()
-    take(tr, 0, below, above)  # both built for draw 0
-    take(tr, 1, below, above)  # both hits, both built for draw 1
-    take(tr, 2, below)  # only the first
-    assert main_builds_above(tr) == 1
-    # missed once: not built ahead; missed again: built from then on
-    tr = fresh()
-    take(tr, 0, below)
-    take(tr, 1, below, above)  # the second missed on the main thread
-    assert main_builds_above(tr) == 0  # reached by the last draw's passes: built
-    take(tr, 2, below)
-    assert main_builds_above(tr) == 1  # missed again
-    take(tr, 3, below)  # only the first pass, yet the other is built too
-    assert main_builds_above(tr) == 0
-    take(tr, 4, below)
-    assert main_builds_above(tr) == 0
-
-
 def test_last_draws_indexes_are_freed_on_the_worker_after_its_next_build():
     """A new draw retires the last draw's indexes and blocks (tens of 1M-long arrays): freed
     at once when the draw was not built ahead; else kept until the worker's next build and

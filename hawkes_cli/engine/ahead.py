@@ -7,9 +7,8 @@ and :class:`IndexAhead` sorts its points into the grid index and the row blocks 
 current lengthscales on one worker thread (numpy, which releases the GIL in its sorts and
 gathers), while the main thread drives this iteration's passes. When the draw is taken, the
 truncated backend finds them ready. The worker builds them at the lattice point of the
-iteration's first pass, at those the last few draws' passes reached and at each other lattice
-point this draw's later passes reach (a chain near a lattice boundary crosses it back and
-forth); at any other, the backend builds them itself.
+iteration's first pass and at each other lattice point its later passes reach (a chain near a
+lattice boundary crosses it back and forth); at any other, the backend builds them itself.
 
 Both paths build with the same pure functions (:func:`index_for`, :func:`blocks_for`) from the
 same inputs, so a chain is the same bit for bit with or without the worker
@@ -141,23 +140,9 @@ def blocks_for(
 
 
 #: Lattice points (grid index and row-block width) built ahead per draw at most: the first
-#: pass's, then the recent ones of :data:`RECENT_DRAWS`, then those the current draw's other
-#: passes reach (a chain near a lattice boundary of ``sigma_x`` and of ``sigma_t`` may use
-#: four, crossing back and forth).
-MAX_BUILDS = 4
-#: A point that the passes of one of the last this many draws reached is built ahead for the
-#: next draw too when its grid index's key or its blocks' width scores :data:`SCORE_MIN` (a
-#: chain whose proposals cross a boundary back and forth needs the point beyond it before it
-#: crosses again). Only then: on a CPU device the worker's builds take cores from the kernels,
-#: so a build nobody uses costs wall time.
-RECENT_DRAWS = 4
-#: A key's or a width's score: +1 for each build a pass had to make on the main thread
-#: although the draw was built ahead, and for each such build ahead a pass used; times
-#: :data:`SCORE_DECAY` at each draw. Two misses up to three draws apart score above
-#: :data:`SCORE_MIN`, a one-off (a jump proposal's point) does not; a point used in 30% of
-#: the draws keeps its builds.
-SCORE_DECAY = 0.8
-SCORE_MIN = 1.5
+#: pass's, then those the iteration's other passes reach (a chain whose proposals cross a
+#: lattice boundary uses two each iteration).
+MAX_BUILDS = 3
 #: Things retired (:meth:`IndexAhead.retire`) kept for the worker to free at most: two draws'.
 _RETIRED_KEPT = 8
 
@@ -169,7 +154,6 @@ class _Job:
     key: tuple[float, float]
     width: float
     result: Future  # -> (GridIndex, IndexArrays, row blocks)
-    recent: bool = False  # built for a recent point's score (:data:`RECENT_DRAWS`)
 
 
 def _build(
@@ -199,10 +183,8 @@ class IndexAhead:
 
     The next draw's points are announced first (:meth:`expect`); the builds start at the
     backend's passes (:meth:`start`): the first at the first pass, at the chain's current
-    state, with it those the passes of the last :data:`RECENT_DRAWS` draws reached (latest
-    first) if a pass missed their index or blocks lately, then one for each other lattice
-    point a later pass of the same draw reaches (up to :data:`MAX_BUILDS` in all), since a
-    chain near a lattice boundary keeps crossing it.
+    state, then one for each other lattice point a later pass of the same draw reaches (up to
+    :data:`MAX_BUILDS`), since a chain near a lattice boundary keeps crossing it.
 
     Parameters
     ----------
@@ -217,9 +199,6 @@ class IndexAhead:
         self._next: dict[tuple[tuple[float, float], float], _Job] = {}  # for _building
         self._now: dict[tuple[tuple[float, float], float], _Job] = {}  # for the set locations
         self._retired: list[object] = []  # the last locations' indexes, freed after a build
-        self._draws = 0  # draws whose builds started
-        self._seen: dict[tuple[tuple[float, float], float], int] = {}  # point -> last draw
-        self._score: dict[tuple[float, float] | float, float] = {}  # key or width (SCORE_MIN)
 
     def expect(self, x: np.ndarray, y: np.ndarray, ready: Callable[[], None]) -> None:
         """The next locations will be ``x``, ``y`` (arrays the caller will pass to :meth:`take`
@@ -232,40 +211,19 @@ class IndexAhead:
         :data:`MAX_BUILDS` are."""
         if not (all(v > 0 for v in key) and width > 0):
             return
-        first = self._expected is not None  # the first pass since the next draw was announced
-        if first:
+        if self._expected is not None:  # the first pass since the next draw was announced
             self._building, self._expected, self._next = self._expected, None, {}
-            self._draws += 1
-        self._seen[key, width] = self._draws
-        if self._building is None:
+        if self._building is None or (key, width) in self._next:
             return
-        self._submit(key, width)
-        if first:
-            self._submit_recent()
-        if self._retired:  # freed on the worker once it has built this (the GIL is free then)
-            _executor().submit(list.clear, self._retired)
-            self._retired = []
-
-    def _submit_recent(self) -> None:
-        """Queue the points the last draws' passes reached whose index or blocks a pass built
-        on the main thread lately, latest first (:data:`RECENT_DRAWS`)."""
-        score = self._score
-        self._seen = {p: d for p, d in self._seen.items() if self._draws - d <= RECENT_DRAWS}
-        for point, _ in sorted(self._seen.items(), key=lambda item: -item[1]):
-            if max(score.get(point[0], 0.0), score.get(point[1], 0.0)) >= SCORE_MIN:
-                self._submit(*point, recent=True)
-        self._score = {k: SCORE_DECAY * v for k, v in score.items() if v > 0.05}
-
-    def _submit(self, key: tuple[float, float], width: float, recent: bool = False) -> None:
-        """Queue the build at ``key`` and ``width`` for the next locations, unless queued
-        already or :data:`MAX_BUILDS` are (``recent``: for its score alone)."""
-        if (key, width) in self._next or len(self._next) >= MAX_BUILDS:
+        if len(self._next) >= MAX_BUILDS:
             return
-        assert self._building is not None
         x, y, ready = self._building
         built = next((job.result for job in self._next.values() if job.key == key), None)
         future = _executor().submit(_build, self.inputs, x, y, ready, key, width, built)
-        self._next[key, width] = _Job(key, width, future, recent)
+        self._next[key, width] = _Job(key, width, future)
+        if self._retired:  # freed on the worker once it has built this (the GIL is free then)
+            _executor().submit(list.clear, self._retired)
+            self._retired = []
 
     def retire(self, *things: object) -> None:
         """Free ``things`` (the last locations' grid indexes, row blocks and device buffers:
@@ -291,8 +249,6 @@ class IndexAhead:
         device, or None (none started for them, or at another key; then the caller builds
         them)."""
         job = next((job for job in self._now.values() if job.key == key), None)
-        if job is None or job.recent:
-            self._count(key)  # a miss, or a use of a build for the score
         return None if job is None else job.result.result()[:2]
 
     def blocks(self, index: GridIndex, width: float) -> np.ndarray | None:
@@ -300,18 +256,5 @@ class IndexAhead:
         for job in (j for j in self._now.values() if j.width == width):
             built, _, rows = job.result.result()
             if built is index:
-                if job.recent:
-                    self._count(width)
                 return rows
-        # a miss of the blocks alone when the index is the worker's (done: it is in use), else
-        # the index's own miss counted
-        jobs = self._now.values()
-        if any(j.result.done() and j.result.result()[0] is index for j in jobs):
-            self._count(width)
         return None
-
-    def _count(self, what: tuple[float, float] | float) -> None:
-        """Score a key or width (:data:`SCORE_DECAY`): a pass builds its index or blocks on the
-        main thread although the draw was built ahead, or uses a build made for its score."""
-        if self._now:
-            self._score[what] = self._score.get(what, 0.0) + 1.0
