@@ -247,4 +247,9 @@ def run_converged(run_dir: RunDir, config: Config, chain_id: int) -> Check:
         record.largest_rhat,
         record.smallest_ess,
     )
+    for v in report.verdicts:  # NOT_FROM_DRAWS: they stay in hawkes-diagnose's verdict
+        if v.level != "ok":
+            log.warning(
+                "chain %d: converged, but the diagnosis still says: %s", chain_id, v.message
+            )
     return Check(record, f"converged at {record.common_draws} draws/chain", record.smallest_ess)
