@@ -3,17 +3,16 @@
 At each commit after warm-up, a chain's rank 0 asks :func:`run_converged`. The answer is the
 run's :class:`RunConverged` record (``chains/converged.json``) when one holds for the current
 chain files; otherwise the chains' committed draws are read as ``hawkes-diagnose`` reads them
-(:func:`hawkes_cli.diagnostics.diagnose`, default burn-in: each chain's warm-up) and, when its
-verdict is OK with every chain of the run contributing (R-hat <= 1.01 and bulk and tail ESS >=
-400 for every checked quantity, no stuck chain, no chain much shorter than the others), the
-record is written and returned. Findings that more draws cannot change
-(:data:`NOT_FROM_DRAWS`: a truncation bound above the tolerance after warm-up, whose cut-off is
-fixed by then; the edge, ties, time unit and coordinate notes about the data and the model)
-stay in the diagnosis but do not hold the chains back: a run that waited for them would run to
-``sampler.iterations``. The first chain to
-find it ends at once; the others end as soon as they see the record (:func:`found`, looked for
-between commits every :data:`LOOK_SECONDS`), whatever their own draws say then, so the run
-ends with the check that passed.
+(:func:`hawkes_cli.diagnostics.diagnose`, default burn-in: each chain's warm-up) and, when
+they pass with every chain of the run contributing (R-hat <= 1.01 and bulk and tail ESS >= 400
+for every checked quantity, no stuck chain, no chain much shorter than the others), the record
+is written and returned. Findings that more draws cannot change (:data:`NOT_FROM_DRAWS`: a
+truncation bound above the tolerance after warm-up, whose cut-off is fixed by then; the edge,
+ties, time unit and coordinate notes about the data and the model) stay in the diagnosis, and
+in the finding chain's log, but do not hold the chains back: a run that waited for them would
+run to ``sampler.iterations``. The first chain to find it ends at once; the others end as soon
+as they see the record (:func:`found`, looked for between commits every :data:`LOOK_SECONDS`),
+whatever their own draws say then, so the run ends with the check that passed.
 
 The check only reads committed draws (SWMR readers; a chain being written is read as of its
 last commit). A chain whose file cannot be read yet, or a run with fewer chains with draws
