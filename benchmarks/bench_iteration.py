@@ -98,6 +98,17 @@ def chain_config(model: int, setting: str, events: Path, work: Path, iterations:
     return path
 
 
+def chain_cutoff(config: Path) -> dict | None:
+    """The chain's cut-off state at its last commit (its checkpoint's ``truncation``: the
+    calibrated ``kappa``, the trigger ``auto`` chose), or None."""
+    run = Path(yaml.safe_load(config.read_text())["output"]["run_dir"])
+    try:
+        record = json.loads((run / "chains" / "chain-00.ckpt.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return record.get("checkpoint", {}).get("truncation")
+
+
 def run_chain(config: Path, profile_file: Path, timeout: float) -> dict:
     profile_file.unlink(missing_ok=True)
     env = {**os.environ, "HAWKES_PROFILE": str(profile_file)}
@@ -218,6 +229,11 @@ def text(meta: dict, results: dict) -> str:
                 lines.append(f"  {k:<22} {v['cpu_s']:>8.4f}            {v['calls']:>5.1f}")
     chosen = [f"  {name}: {r['trigger_choice']}" for name, r in results.items()
               if r.get("trigger_choice")]  # fmt: skip
+    kappas = [f"  {name}: kappa {r['cutoff']['kappa']:.4g}" for name, r in results.items()
+              if (r.get("cutoff") or {}).get("kappa") is not None]  # fmt: skip
+    if kappas:
+        lines.append("\nthe cut-off at each chain's last commit (its checkpoint):")
+        lines.extend(kappas)
     if chosen:
         lines.append("\nengine.trigger auto at each chain's start (the chain's log):")
         lines.extend(chosen)
@@ -274,6 +290,7 @@ def main() -> None:
             rows = [json.loads(x) for x in prof.read_text().splitlines()] if prof.exists() else []
             res["rows"] = rows
             res["summary"] = summarise(rows, args.skip)
+            res["cutoff"] = chain_cutoff(config)
             if res.get("rc") != 0:
                 print(name, "failed:", str(res.get("stderr", ""))[-2000:], flush=True)
             res.pop("stderr", None)
