@@ -265,6 +265,11 @@ class TruncatedBackend(SwitchedTrigger, BoundedPairBackend):
 
     # ------------------------------------------------------------------ setup
     @property
+    def queue(self) -> Any:
+        """The command queue every pass enqueues on."""
+        return self.events.queue
+
+    @property
     def kernel_fingerprint(self) -> str:
         """SHA-256 of every kernel source and build option compiled (both programs)."""
         return self.events.kernel_fingerprint
