@@ -8,13 +8,14 @@ from the run's own location sampler (the polygons and each event's county, as th
 them; seeded by the run's seed apart from every chain's stream and the fast start's), and on
 each the Gaussian (Laplace) approximation of the conditional posterior, found by Newton steps
 from the chains' posterior medians with the fast start's finite-difference curvature
-(:func:`hawkes_cli.start.curvature.fd_curvature`) on the run's own log posterior (its config,
-data, engine, device and priors, built as a chain builds it: :func:`hawkes_cli.runner.setup.
-build_chain`). :func:`hawkes_cli.diagnostics.cut.summarise_cut` turns the draws into the table
-and the verdict. With ``is_draws > 0`` (``--cut-is-draws``) the first draws with a Laplace
-fit are also importance-sampled (:func:`importance_sds`: a multivariate t around the fit,
-100 x 16 points, 100 trigger passes), so that every draw's Laplace sds are corrected where
-the conditionals are skewed.
+(:func:`hawkes_cli.start.curvature.fd_curvature`, every draw starting from the steps the chains'
+covariance gives, so that each draw's reference depends on that draw alone) on the run's own
+log posterior (its config, data, engine, device and priors, built as a chain builds it:
+:func:`hawkes_cli.runner.setup.build_chain`). :func:`hawkes_cli.diagnostics.cut.summarise_cut`
+turns the draws into the table and the verdict. With ``is_draws > 0`` (``--cut-is-draws``)
+the first draws with a Laplace fit are also importance-sampled (:func:`importance_sds`: a
+multivariate t around the fit, 100 x 16 points, 100 trigger passes), so that every draw's
+Laplace sds are corrected where the conditionals are skewed.
 
 Cost per draw: usually 2-3 Hessians (``1 + 2 d + 2 d (d - 1)`` = 51 evaluations each for the
 five log-parameters) and a step between each, up to 8 where the curvature changes along the way.
@@ -194,7 +195,7 @@ def conditional_laplace(
     -------
     (Conditional, h)
         The draw's Gaussian reference (``pair_passes`` and ``seconds`` left 0 for the caller)
-        and the steps last used (for the next draw's start).
+        and the steps last used.
     """
     f = Counted(log_post, int(settings.max_evals))
     x = np.array(theta0, dtype=float)
@@ -457,9 +458,10 @@ def run_cut_check(
     for k in range(int(settings.draws)):
         t0, passes = time.perf_counter(), lik.pair_passes
         lik.set_locations(*locations(k))
-        cond, h_next = conditional_laplace(posterior, start, h, settings)
+        # every draw from the chains' steps: its reference is a function of the draw alone,
+        # as the Monte Carlo errors of the between-draw sd assume (not of the draws before)
+        cond, _ = conditional_laplace(posterior, start, h, settings)
         if cond.ok:
-            h = h_next
             if sum(c.is_sd is not None for c in conditionals) < settings.is_draws:
                 cond = _with_importance(posterior, cond, settings, config.sampler.seed, k)
         cond = replace(cond, pair_passes=lik.pair_passes - passes, seconds=time.perf_counter() - t0)

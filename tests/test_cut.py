@@ -625,3 +625,30 @@ def test_the_command_refuses_what_it_cannot_check(tmp_path, capsys):
         assert code == 2, (args, out, err)
         lines = err.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("error: ") and says in lines[0], lines
+
+
+@pytest.mark.opencl
+def test_every_draw_starts_from_the_chains_steps(problem, monkeypatch):
+    """A draw whose Newton resized the finite-difference steps does not hand them to the next
+    draw: each draw's reference depends on that draw alone (the Monte Carlo errors of the
+    between-draw sd assume independent draws). Here the first draw's steps come back tripled;
+    the next draws must still start from the chains' steps, and their modes must equal those
+    of the 50-draw check, which ran them without that."""
+    import hawkes_cli.cutcheck as cutcheck
+
+    seen = []
+    real = cutcheck.conditional_laplace
+
+    def resizing(log_post, theta0, h0, settings):
+        seen.append(np.array(h0, dtype=float))
+        cond, h = real(log_post, theta0, h0, settings)
+        return cond, 3.0 * h
+
+    monkeypatch.setattr(cutcheck, "conditional_laplace", resizing)
+    run = problem["config"].output.run_dir
+    check = cutcheck.run_cut_check(run, DiagnoseOptions(cut_draws=3))
+    assert len(seen) == 3
+    for h in seen[1:]:
+        np.testing.assert_array_equal(h, seen[0])
+    for got, want in zip(check.conditionals, problem["check"].conditionals[:3], strict=True):
+        assert got.mode == pytest.approx(want.mode, abs=1e-9)
