@@ -461,9 +461,8 @@ def run_cut_check(
         # every draw from the chains' steps: its reference is a function of the draw alone,
         # as the Monte Carlo errors of the between-draw sd assume (not of the draws before)
         cond, _ = conditional_laplace(posterior, start, h, settings)
-        if cond.ok:
-            if sum(c.is_sd is not None for c in conditionals) < settings.is_draws:
-                cond = _with_importance(posterior, cond, settings, config.sampler.seed, k)
+        if cond.ok and sum(c.is_sd is not None for c in conditionals) < settings.is_draws:
+            cond = _with_importance(posterior, cond, settings, config.sampler.seed, k)
         cond = replace(cond, pair_passes=lik.pair_passes - passes, seconds=time.perf_counter() - t0)
         conditionals.append(cond)
         _log_draw(k, settings.draws, cond)
