@@ -306,6 +306,18 @@ def test_origin_and_jitter(tmp_path):
         opts(origin=D(2021, 2, 1), start=D(2021, 1, 1))
 
 
+def test_an_origin_after_the_first_case_is_refused_and_nothing_written(tmp_path):
+    # the week of 2021-01-08 holds admissions of Jan 7-13: --origin 2021-01-08 alone would
+    # put Jan 7's cases at t = -1
+    rows = [row("A", "2021/01/08", "01001", "300")]
+    with pytest.raises(UsageError, match=r"--origin 2021-01-08 is after the first case's day "
+                       r"2021-01-07.*--origin 2021-01-07 or earlier.*--start 2021-01-08"):
+        run(tmp_path, rows, origin=D(2021, 1, 8))  # fmt: skip
+    assert not (tmp_path / "cases.h5").exists()
+    _, ev = run(tmp_path, rows, origin=D(2021, 1, 8), start=D(2021, 1, 8))  # as it says
+    assert ev.time.min() >= 0
+
+
 def test_suppressed_imputation_is_unbiased_and_can_drop(tmp_path):
     rows = [row(f"H{i}", "2021/01/08", "01001", "-999999", "0") for i in range(2000)]
     res, ev = run(tmp_path, rows, suppressed=1.5)
@@ -368,6 +380,11 @@ def test_error_messages(tmp_path):
                                                             "_confirmed_7_day_sum",)))  # fmt: skip
     with pytest.raises(UsageError, match=r"mix previous_day"):
         P.prepare_hhs(src, tmp_path / "o.h5", opts(columns=(ADULT, CENSUS_ADULT)))
+    with pytest.raises(UsageError, match=r"--column fips_code identifies a row, it is not a"):
+        P.prepare_hhs(src, tmp_path / "o.h5", opts(columns=(ADULT, "fips_code")))
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(EventsError, match=r"folder .*afile is a file, not a folder"):
+        P.prepare_hhs(src, tmp_path / "afile" / "o.h5", opts())
     with pytest.raises(EventsError, match=r"no case is left.*outside_window 1"):
         P.prepare_hhs(src, tmp_path / "o.h5", opts(start=D(2022, 1, 1)))
     with pytest.raises(UsageError, match=r"must end in .h5"):

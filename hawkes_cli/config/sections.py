@@ -22,7 +22,7 @@ from ..errors import ConfigError
 from ..priors import Prior, parse_priors
 from ..vocab import PARAM_NAMES, tolerance_problem
 from .reader import SectionReader, is_number, resolve_path, suggest
-from .schema import INITIAL_AUTO, KEYS, SECTION_TYPES, placement_problem
+from .schema import INITIAL_AUTO, KEYS, SECTION_TYPES, default_warmup, placement_problem
 from .slurm_options import OWN_OPTIONS, SBATCH_OPTION_RE, slurm_time_seconds
 from .spec import KeySpec, default_of, spec_of
 
@@ -140,6 +140,14 @@ def _check_sampler(values: dict[str, Any], sec: SectionReader, stem: str) -> Non
             f"an integer >= 0 and < sampler.iterations ({iterations}; iterations count the "
             "warm-up too)",
             warmup,
+        )
+    kept = iterations - (default_warmup(iterations) if warmup is None else warmup)
+    if values["thin"] > kept:
+        raise sec.error(
+            "thin",
+            f"an integer >= 1 and <= the iterations after warm-up ({kept}); a larger one keeps "
+            "no draw",
+            values["thin"],
         )
     if values["kind"] == "tiered" and values["n_cheap"] == 0 and values["jump_prob"] == 0:
         raise sec.error(

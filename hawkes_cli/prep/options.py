@@ -10,7 +10,7 @@ from typing import Any
 from ..counties import region_states
 from ..errors import UsageError
 from ..vocab import CSV_READERS, LOCATIONS
-from .columns import COUNT_SETS, normalise_column
+from .columns import COUNT_SETS, ID_COLUMNS, normalise_column
 
 
 @dataclass(frozen=True)
@@ -108,10 +108,18 @@ def count_columns_for(options: HHSOptions) -> tuple[tuple[str, ...], int, str]:
     Raises
     ------
     UsageError
-        Explicit columns mix ``previous_day_*`` columns with others (different windows).
+        Explicit columns mix ``previous_day_*`` columns with others (different windows), or
+        name an identifier column (``fips_code``, ...).
     """
     if options.columns:
         names = tuple(dict.fromkeys(normalise_column(c) for c in options.columns))
+        ids = [c for c in names if c in ID_COLUMNS]
+        if ids:
+            raise UsageError(
+                f"--column {ids[0]} identifies a row, it is not a count of cases; name count "
+                f"columns (e.g. {COUNT_SETS['admissions'][0][0]}), or leave --column out for "
+                "--count"
+            )
         desc = "sum of " + ", ".join(names)
     else:
         names, desc = COUNT_SETS[options.count]

@@ -39,6 +39,7 @@ from .classify import RowPlan, classify_rows
 from .columns import ID_COLUMNS, match_columns
 from .options import HHSOptions, count_columns_for
 from .output import dropped_table, write_cases
+from .parse import date_of
 from .progress import Progress, StageClock
 from .read import FacilityColumns, read_facility_columns, read_header
 
@@ -199,8 +200,9 @@ def _check_request(source: Path, out: Path, options: HHSOptions) -> _Request:
     """
     if not out.name.lower().endswith((".csv", ".csv.gz", *HDF5_SUFFIXES)):
         raise UsageError(f"{out}: the events file must end in .h5, .hdf5, .csv or .csv.gz")
-    if not out.parent.exists():
-        raise EventsError(f"{out}: folder {out.parent} does not exist")
+    if not out.parent.is_dir():
+        what = "is a file, not a folder" if out.parent.exists() else "does not exist"
+        raise EventsError(f"{out}: folder {out.parent} {what}")
     names, shift, description = count_columns_for(options)
     wanted = list(dict.fromkeys([*ID_COLUMNS, *names]))
     header_index = match_columns(source, read_header(source), wanted)  # fail fast
@@ -293,6 +295,14 @@ def _draw_timeline(
             + "); check the date window, the region and the count columns"
         )
     origin = origin_day(options, plan)
+    first = int(cases.day.min())
+    if first < origin:  # --origin alone can be later than the first case's day
+        raise UsageError(
+            f"--origin {date_of(origin)} is after the first case's day {date_of(first)} (a "
+            "row's cases are spread over the days of its collection window): times would be "
+            f"negative; choose --origin {date_of(first)} or earlier, or also pass --start "
+            f"{date_of(origin)} to drop the cases before it"
+        )
     t = (cases.day - origin).astype(np.float64)
     if options.jitter:
         t += streams[2].random(t.size)
