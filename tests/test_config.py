@@ -104,8 +104,10 @@ def test_thin_beyond_the_draws_after_warmup_is_refused(tmp_path):
     # 40 iterations, 20 of warm-up: thin 20 keeps one draw, thin 21 none
     body = "iterations: 40, warmup: 20, thin: {}"
     assert from_text(with_section("sampler", body.format(20)), tmp_path).sampler.thin == 20
-    with raises(r"sampler\.thin: expected an integer >= 1 and <= the iterations after warm-up "
-                r"\(20\); a larger one keeps no draw, got 21"):
+    with raises(
+        r"sampler\.thin: expected an integer >= 1 and <= the iterations after warm-up "
+        r"\(20\); a larger one keeps no draw, got 21"
+    ):
         from_text(with_section("sampler", body.format(21)), tmp_path)
     # the default warm-up (a tenth): 100 iterations keep 90
     with raises(r"after warm-up \(90\)"):

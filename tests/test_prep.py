@@ -310,8 +310,11 @@ def test_an_origin_after_the_first_case_is_refused_and_nothing_written(tmp_path)
     # the week of 2021-01-08 holds admissions of Jan 7-13: --origin 2021-01-08 alone would
     # put Jan 7's cases at t = -1
     rows = [row("A", "2021/01/08", "01001", "300")]
-    with pytest.raises(UsageError, match=r"--origin 2021-01-08 is after the first case's day "
-                       r"2021-01-07.*--origin 2021-01-07 or earlier.*--start 2021-01-08"):
+    with pytest.raises(
+        UsageError,
+        match=r"--origin 2021-01-08 is after the first case's day "
+        r"2021-01-07.*--origin 2021-01-07 or earlier.*--start 2021-01-08",
+    ):
         run(tmp_path, rows, origin=D(2021, 1, 8))  # fmt: skip
     assert not (tmp_path / "cases.h5").exists()
     _, ev = run(tmp_path, rows, origin=D(2021, 1, 8), start=D(2021, 1, 8))  # as it says
