@@ -85,3 +85,32 @@ def test_errors_are_one_line(run_dir, tmp_path):
     assert proc.stderr.startswith("error:") and "Traceback" not in proc.stderr
     missing = diagnose(str(tmp_path / "nope"))
     assert missing.returncode == 2 and missing.stderr.count("\n") == 1
+
+
+def test_events_that_are_not_the_runs_are_not_read(run_dir, tmp_path):
+    """A missing --events file is an error; an events file whose content is not what the chain
+    files record is not read: its edge and tie checks would describe other data. Named by the
+    user (--events, --county) it is an error; found through the config, a warning."""
+    missing = diagnose(str(run_dir), "--events", str(tmp_path / "nothere.h5"))
+    assert missing.returncode == 2 and missing.stderr.count("\n") == 1
+    assert missing.stderr.startswith("error: --events ") and "no such file" in missing.stderr
+    other = tmp_path / "other.h5"
+    truth = Params(mu0=0.5, tau_t=40.0, xi0=0.5, sigma_x=0.2, sigma_t=4.0)
+    save_events(simulate(truth, model=1, n_background=50, t_end=30.0, seed=9), other)
+    named = diagnose(str(run_dir), "--events", str(other))
+    assert named.returncode == 2 and named.stderr.count("\n") == 1
+    assert "is not the events the chains ran on" in named.stderr
+    ok = diagnose(str(run_dir))
+    assert ok.returncode == 0 and "edge:" in ok.stdout and "not the events" not in ok.stdout
+    # the run's own file replaced by other data (a copy of the run pointing at it)
+    config = RunDir(run_dir).load_config()
+    events = config.data.events
+    saved = events.read_bytes()
+    try:
+        events.write_bytes(other.read_bytes())
+        found = diagnose(str(run_dir))
+    finally:
+        events.write_bytes(saved)
+    assert found.returncode == 0, found.stderr
+    assert "WARN  " in found.stdout and "is not the events the chains ran on" in found.stdout
+    assert "edge:" not in found.stdout  # nothing computed on the other data

@@ -126,6 +126,8 @@ def _load(
     model = used[0].meta.model
     names = tuple(used[0].meta.param_names)
     info = read_events_info(chains, run_dir, options, model)
+    if info.changed:
+        notes.append(verdicts.events_changed(info.changed))
     if info.assumed:
         notes.append(verdicts.time_unit_assumed(info.assumed))
     arrays = {n: tuple(c.params[n] for c in used) for n in names}

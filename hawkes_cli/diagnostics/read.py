@@ -353,6 +353,9 @@ class EventsInfo:
         Why the time unit was assumed to be days, or None.
     config
         The run's config as recorded in the chain files, or None when it cannot be read.
+    changed
+        Why the events file was not read although it exists: its content is not what the
+        chain files record (then ``events`` is None and ``attrs`` empty), or None.
     """
 
     path: Path | None
@@ -361,6 +364,7 @@ class EventsInfo:
     assumed: str | None
     config: Any = None
     attrs: Mapping[str, Any] = field(default_factory=dict)
+    changed: str | None = None
 
     @property
     def crs(self) -> str:
@@ -423,6 +427,27 @@ def _read_events(
     return events, events.attrs, None
 
 
+def _changed_since_the_run(
+    events: EventData, chains: Sequence[ChainRead], path: Path | None, options: DiagnoseOptions
+) -> str | None:
+    """Why the events cannot describe the run: their content is not what the chain files
+    record (``events_sha256``; chains of versions before it record nothing). Raises where the
+    user asked for them: an explicit ``--events`` file, ``--county``."""
+    recorded = {c.meta.events_sha256 for c in chains} - {""}
+    if not recorded or events.digest() in recorded:
+        return None
+    problem = (
+        f"{path} is not the events the chains ran on (its content differs from what the chain "
+        "files record)"
+    )
+    if options.events is not None or options.counties:
+        raise UsageError(
+            f"{problem}: its numbers would describe other data; pass the events file the "
+            "chains ran on" + (" with --events" if options.events is None else "")
+        )
+    return problem
+
+
 def _time_unit(
     events_path: Path | None, attrs: Mapping[str, Any] | None, problem: str | None
 ) -> tuple[str, str | None]:
@@ -455,7 +480,14 @@ def read_events_info(
     """
     config, config_problem = _run_config(chains, run_dir)
     path = _events_path(options, config)
+    if options.events is not None and not options.events.is_file():
+        raise UsageError(
+            f"--events {options.events}: no such file; pass the events file the chains ran on"
+        )
     events, attrs, events_problem = _read_events(path, options, model, config_problem)
+    changed = None if events is None else _changed_since_the_run(events, chains, path, options)
+    if changed:  # nothing read from other data: the verdicts say why
+        events, attrs, events_problem = None, None, "the events file changed since the run"
     time_unit, assumed = _time_unit(path, attrs, events_problem)
     if config_problem and not options.counties:
         log.info("config in the chain files not readable: %s", config_problem)
@@ -466,4 +498,5 @@ def read_events_info(
         assumed=assumed,
         config=config,
         attrs=dict(attrs or {}),
+        changed=changed,
     )

@@ -63,6 +63,16 @@ def time_unit_assumed(why: str) -> Verdict:
     return Verdict("ok", f"time unit assumed to be days: {why}", "time_unit")
 
 
+def events_changed(why: str) -> Verdict:
+    """The events file is not the one the chains ran on (``why``): nothing was read from it."""
+    return Verdict(
+        "warn",
+        f"{why}: the checks that read the events are left out; restore it or pass --events "
+        "with the file the chains ran on",
+        "events",
+    )
+
+
 def county_problem(problem: str) -> Verdict:
     """A county's lengthscale is NaN (``problem``: why)."""
     return Verdict("warn", f"{problem}; its lengthscale is NaN", "crs")

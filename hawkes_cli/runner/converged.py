@@ -8,11 +8,12 @@ they pass with every chain of the run contributing (R-hat <= 1.01 and bulk and t
 for every checked quantity, no stuck chain, no chain much shorter than the others), the record
 is written and returned. Findings that more draws cannot change (:data:`NOT_FROM_DRAWS`: a
 truncation bound above the tolerance after warm-up, whose cut-off is fixed by then; the edge,
-ties, time unit and coordinate notes about the data and the model) stay in the diagnosis, and
-in the finding chain's log, but do not hold the chains back: a run that waited for them would
-run to ``sampler.iterations``. The first chain to find it ends at once; the others end as soon
-as they see the record (:func:`found`, looked for between commits every :data:`LOOK_SECONDS`),
-whatever their own draws say then, so the run ends with the check that passed.
+ties, time unit, coordinate and changed-events notes about the data and the model) stay in the
+diagnosis, and in the finding chain's log, but do not hold the chains back: a run that waited
+for them would run to ``sampler.iterations``. The first chain to find it ends at once; the
+others end as soon as they see the record (:func:`found`, looked for between commits every
+:data:`LOOK_SECONDS`), whatever their own draws say then, so the run ends with the check that
+passed.
 
 The check only reads committed draws (SWMR readers; a chain being written is read as of its
 last commit). A chain whose file cannot be read yet, or a run with fewer chains with draws
@@ -39,7 +40,7 @@ log = logging.getLogger(__name__)
 LOOK_SECONDS = 5.0
 #: Verdict codes (:class:`~hawkes_cli.diagnostics.records.Verdict`) that more draws cannot
 #: change: they do not hold the chains back (module docstring).
-NOT_FROM_DRAWS = frozenset({"bound", "edge", "ties", "time_unit", "crs"})
+NOT_FROM_DRAWS = frozenset({"bound", "edge", "ties", "time_unit", "crs", "events"})
 
 __all__ = [
     "LOOK_SECONDS",
