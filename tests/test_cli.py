@@ -300,6 +300,15 @@ def test_click_usage_error_has_no_traceback(sim):
     assert "--model" in proc.stderr
 
 
+@pytest.mark.parametrize("jobs", ["0", "-3"])
+def test_local_jobs_below_one_is_refused(tmp_path, jobs):
+    (tmp_path / "c.yaml").write_text("data: {events: ev.h5}\n")
+    proc = run(script("hawkes-run"), "local", str(tmp_path / "c.yaml"), "--jobs", jobs)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert f"Invalid value for '--jobs': {jobs} is not in the range x>=1" in proc.stderr
+    assert not (tmp_path / "runs").exists()
+
+
 def test_internal_node_command_is_hidden_but_callable():
     listing = run(script("hawkes-run"), "--help")
     assert listing.returncode == 0, listing.stderr

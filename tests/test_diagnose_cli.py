@@ -114,3 +114,10 @@ def test_events_that_are_not_the_runs_are_not_read(run_dir, tmp_path):
     assert found.returncode == 0, found.stderr
     assert "WARN  " in found.stdout and "is not the events the chains ran on" in found.stdout
     assert "edge:" not in found.stdout  # nothing computed on the other data
+
+
+def test_one_draw_per_chain_exports_without_a_library_warning(run_dir, tmp_path):
+    # arviz warns "More chains (2) than draws (1)"; the verdicts already say there are too few
+    proc = diagnose(str(run_dir), "--burn", "399", "--netcdf", str(tmp_path / "one.nc"))
+    assert proc.returncode == 0, proc.stderr
+    assert "Warning" not in proc.stderr and (tmp_path / "one.nc").is_file()

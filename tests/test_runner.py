@@ -19,7 +19,7 @@ import pytest
 from hawkes_cli import atomic
 from hawkes_cli.config import load_config
 from hawkes_cli.data import save_events
-from hawkes_cli.errors import StorageError
+from hawkes_cli.errors import StorageError, UsageError
 from hawkes_cli.model import PARAM_NAMES, Params
 from hawkes_cli.rundir import RunDir
 from hawkes_cli.runner import run_chain
@@ -401,6 +401,20 @@ def test_index_built_ahead_on_a_worker_gives_the_same_chain(tmp_path, events, mo
         got = draws(run.output.run_dir)
         for key in want:
             np.testing.assert_array_equal(got[key], want[key], err_msg=key)
+
+
+def test_the_draw_ahead_switch_takes_0_or_1_and_nothing_else(monkeypatch):
+    from hawkes_cli.engine import ahead
+    from hawkes_cli.vocab import DRAW_AHEAD_ENV
+
+    for value, on in (("0", False), ("1", True), (" 1 ", True), ("", True)):
+        monkeypatch.setenv(DRAW_AHEAD_ENV, value)
+        assert ahead.enabled() is on, value
+    monkeypatch.delenv(DRAW_AHEAD_ENV)
+    assert ahead.enabled()
+    monkeypatch.setenv(DRAW_AHEAD_ENV, "banana")
+    with pytest.raises(UsageError, match=r"HAWKES_DRAW_AHEAD='banana': expected 0 .* or 1"):
+        ahead.enabled()
 
 
 @pytest.mark.mpi

@@ -590,7 +590,9 @@ def chain_cmd(config_file: Path, chain_id: int, overwrite: bool) -> None:
 
 @run.command("local")
 @click.argument("config_file", type=click.Path(path_type=Path))
-@click.option("--jobs", type=int, default=None, help="Chains at once (default: all).")
+@click.option(
+    "--jobs", type=click.IntRange(min=1), default=None, help="Chains at once (default: all)."
+)
 @click.option("--overwrite", is_flag=True, help="Discard existing chain files and start afresh.")
 def local_cmd(config_file: Path, jobs: int | None, overwrite: bool) -> None:
     """Run all chains of CONFIG on this machine; run again to resume after a stop.

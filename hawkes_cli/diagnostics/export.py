@@ -13,6 +13,7 @@ import io
 import logging
 import math
 import tempfile
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -231,16 +232,18 @@ def to_inference_data(
     observed = _observed(draws)
     copies = {n for n, (param, _) in draws.scale_of.items() if draws.labels[n] == param}
     names = [name for name in draws.variables if name not in copies]
-    idata = az.from_dict(
-        posterior={name: draws.matrix(name) for name in names},
-        sample_stats=_sample_stats(draws),
-        observed_data=observed or None,
-        dims={name: ["event"] for name in observed},
-        coords={"chain": list(draws.chain_ids)},  # draw: 0.. per group (warm-up apart)
-        attrs=attrs,
-        save_warmup=bool(warmup),
-        **warmup,
-    )
+    with warnings.catch_warnings():  # "more chains than draws": the verdicts say it already
+        warnings.filterwarnings("ignore", "More chains", UserWarning)
+        idata = az.from_dict(
+            posterior={name: draws.matrix(name) for name in names},
+            sample_stats=_sample_stats(draws),
+            observed_data=observed or None,
+            dims={name: ["event"] for name in observed},
+            coords={"chain": list(draws.chain_ids)},  # draw: 0.. per group (warm-up apart)
+            attrs=attrs,
+            save_warmup=bool(warmup),
+            **warmup,
+        )
     for group in idata.groups():
         idata[group].attrs.update(attrs)
     for name in names:

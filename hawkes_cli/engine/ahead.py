@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import UsageError
 from ..vocab import DRAW_AHEAD_ENV
 from . import profile
 from .grid import (
@@ -52,8 +53,20 @@ __all__ = ["IndexAhead", "IndexInputs", "blocks_for", "enabled", "index_for", "o
 def enabled() -> bool:
     """Whether chains that redraw every iteration build the next draw's index on the worker
     thread: unless the environment's :data:`~hawkes_cli.vocab.DRAW_AHEAD_ENV` is ``0``
-    (A/B measurements; the draws are the same either way)."""
-    return os.environ.get(DRAW_AHEAD_ENV, "1").strip() != "0"
+    (A/B measurements; the draws are the same either way).
+
+    Raises
+    ------
+    UsageError
+        The variable holds something other than ``0`` or ``1``.
+    """
+    value = os.environ.get(DRAW_AHEAD_ENV, "1").strip() or "1"
+    if value not in ("0", "1"):
+        raise UsageError(
+            f"environment variable {DRAW_AHEAD_ENV}={value!r}: expected 0 (build no index ahead) "
+            "or 1 (the default); unset it or fix it"
+        )
+    return value == "1"
 
 
 _LOCK = threading.Lock()
