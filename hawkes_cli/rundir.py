@@ -496,9 +496,11 @@ class RunDir:
             if old.sha256 == config.sha256:
                 return target
             if not overwrite:
+                diff = old.differences(config)
+                shown = "; ".join(diff[:4]) + (f"; and {len(diff) - 4} more" if diff[4:] else "")
                 raise OtherRunError(
-                    f"{self.root} holds a run of a different config ({target}); choose another "
-                    "output.run_dir, or pass --overwrite to start that run afresh"
+                    f"{self.root} holds a run of a different config ({target}: {shown}); choose "
+                    "another output.run_dir, or pass --overwrite to start that run afresh"
                 )
             self._refuse_while_running("replace its config")
         atomic.write_text(target, resolved_text(config))

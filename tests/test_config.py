@@ -114,6 +114,20 @@ def test_thin_beyond_the_draws_after_warmup_is_refused(tmp_path):
         from_text(with_section("sampler", "iterations: 100, thin: 91"), tmp_path)
 
 
+def test_differences_name_each_key_that_resolves_differently(tmp_path):
+    a = from_text(with_section("sampler", "iterations: 100, warmup: 10"), tmp_path)
+    b = from_text(
+        "data: {events: ev.h5}\nsampler: {iterations: 100, warmup: 20, thin: 2}\n"
+        "priors: {mu0: {gamma: [2.0, 1.0]}}\n",
+        tmp_path,
+    )
+    assert a.differences(a) == [] and a.differences(from_text(a.to_yaml(), tmp_path)) == []
+    diff = a.differences(b)
+    assert "sampler.warmup: 10 -> 20" in diff and "sampler.thin: 1 -> 2" in diff
+    assert "priors.mu0.gamma: (none) -> [2.0, 1.0]" in diff  # a key only one of them has
+    assert len(diff) == 4 == len(b.differences(a)), diff
+
+
 def test_sampler_config_default_warmup_matches_the_loader(tmp_path):
     assert SamplerConfig() == from_text("data: {events: ev.h5}\n", tmp_path).sampler
     assert SamplerConfig(iterations=50, warmup=0).warmup == 0

@@ -468,6 +468,7 @@ def test_other_config_in_same_run_dir_is_refused(tmp_path, events):
     proc = subprocess.run(cli("local", str(path2)), capture_output=True, text=True)
     assert proc.returncode != 0
     assert "different config" in proc.stderr and "Traceback" not in proc.stderr
+    assert "sampler.iterations: 60 -> 70)" in proc.stderr  # what differs, and only that
 
 
 @pytest.mark.mpi

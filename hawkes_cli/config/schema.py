@@ -461,6 +461,26 @@ class Config:
             out["output"]["run_dir"] = str(self.created_in)
         return out
 
+    def differences(self, other: Config) -> list[str]:
+        """Where ``other`` resolves differently: ``"section.key: mine -> other's"`` per key
+        (nested keys dotted; a key only one has shows ``(none)``), in section order."""
+
+        def flat(node: Any, prefix: str, out: dict[str, Any]) -> dict[str, Any]:
+            if isinstance(node, Mapping) and node:
+                for key, value in node.items():
+                    flat(value, f"{prefix}.{key}" if prefix else str(key), out)
+            else:
+                out[prefix] = node
+            return out
+
+        mine, theirs = flat(self.to_mapping(), "", {}), flat(other.to_mapping(), "", {})
+        keys = list(mine) + [k for k in theirs if k not in mine]
+        return [
+            f"{k}: {mine.get(k, '(none)')} -> {theirs.get(k, '(none)')}"
+            for k in keys
+            if mine.get(k, "(none)") != theirs.get(k, "(none)")
+        ]
+
     def to_yaml(self) -> str:
         """The resolved config as YAML (``yaml.safe_dump``, sections in order)."""
         return yaml.safe_dump(self.to_mapping(), sort_keys=False)
