@@ -309,6 +309,29 @@ def test_local_jobs_below_one_is_refused(tmp_path, jobs):
     assert not (tmp_path / "runs").exists()
 
 
+def test_prep_output_paths_are_checked_before_the_work(tmp_path):
+    c = "previous_day_admission_"
+    hhs = tmp_path / "hhs.csv"
+    hhs.write_text(
+        f"hospital_pk,collection_week,fips_code,{c}adult_covid_confirmed_7_day_sum,"
+        f"{c}pediatric_covid_confirmed_7_day_sum\nA,2021/01/08,01001,5,0\n"
+    )
+    (tmp_path / "afile").write_text("x")
+    base = [script("hawkes-prep"), "hhs", str(hhs), "--n", "0", "--locations", "centroid"]
+    cases = [
+        (["--out", str(tmp_path / "afile" / "o.h5")], "afile is a file, not a folder"),
+        (["--out", str(tmp_path)], "it is a folder, not a file"),
+        (["--out", str(tmp_path / "o.h5"), "--polygons-out", str(tmp_path / "afile" / "p.gpkg")],
+         "afile is a file, not a folder"),
+        (["--out", str(tmp_path / "o.h5"), "--polygons-out", str(tmp_path / "o.h5")],
+         "is also the events output"),
+    ]  # fmt: skip
+    for args, says in cases:
+        msg = assert_one_error_line(run(*base, *args), code=2)
+        assert says in msg, (args, msg)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile", "hhs.csv"]
+
+
 def test_internal_node_command_is_hidden_but_callable():
     listing = run(script("hawkes-run"), "--help")
     assert listing.returncode == 0, listing.stderr

@@ -121,3 +121,23 @@ def test_one_draw_per_chain_exports_without_a_library_warning(run_dir, tmp_path)
     proc = diagnose(str(run_dir), "--burn", "399", "--netcdf", str(tmp_path / "one.nc"))
     assert proc.returncode == 0, proc.stderr
     assert "Warning" not in proc.stderr and (tmp_path / "one.nc").is_file()
+
+
+def test_outputs_and_options_are_checked_before_the_analysis(run_dir, tmp_path):
+    """Each mistake: exit 2, one `error:` line, no table on stdout (the analysis, which can
+    take minutes with --cut-check, did not run) and nothing written."""
+    (tmp_path / "afile").write_text("x")
+    (tmp_path / "adir").mkdir()
+    cases = [
+        (["--netcdf", str(tmp_path / "afile" / "x.nc")], "afile is a file, not a folder"),
+        (["--netcdf", str(tmp_path / "adir")], "it is a folder, not a file"),
+        (["--plots", str(tmp_path / "afile")], "it is a file, not a folder"),
+        (["--gof", str(tmp_path / "afile")], "it is a file, not a folder"),
+        (["--gof", str(tmp_path / "g"), "--gof-draws", "0"], "--gof-draws must be >= 1"),
+        (["--gof", str(tmp_path / "g"), "--date", "banana"], "neither a number nor an ISO"),
+    ]
+    for args, says in cases:
+        proc = diagnose(str(run_dir), *args)
+        assert proc.returncode == 2 and proc.stdout == "", (args, proc.stdout[:200])
+        assert proc.stderr.count("\n") == 1 and says in proc.stderr, (args, proc.stderr)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["adir", "afile"]

@@ -160,6 +160,13 @@ def diagnose(
     if date is not None and gof_dir is None:
         raise UsageError("--date needs --gof DIR")
     _check_outputs(run_dir, (events, gof_counties), netcdf=netcdf, plots=plots, gof=gof_dir)
+    gof_options = None
+    if gof_dir is not None:
+        from ..gof import GofOptions
+
+        gof_options = GofOptions(
+            burn=burn, thin=thin, draws=gof_draws, date=date, counties=gof_counties, seed=gof_seed
+        ).checked()  # before the analysis, which can take minutes
     given = {"strict": strict, "events": events, "systematic": systematic}
     given["cut_draws"] = _cut_draws(cut_check, cut_draws, as_csv)
     if cut_is_draws is not None and not cut_check:
@@ -173,21 +180,10 @@ def diagnose(
     if plots is not None:
         for path in dg.write_plots(report, opts, plots):
             click.echo(f"wrote {path}", err=True)
-    if gof_dir is not None:
-        from ..gof import GofOptions, run_gof
+    if gof_dir is not None and gof_options is not None:
+        from ..gof import run_gof
 
-        gof = run_gof(
-            run_dir,
-            gof_dir,
-            GofOptions(
-                burn=burn,
-                thin=thin,
-                draws=gof_draws,
-                date=date,
-                counties=gof_counties,
-                seed=gof_seed,
-            ),
-        )
+        gof = run_gof(run_dir, gof_dir, gof_options)
         click.echo(
             f"goodness of fit: KS D = {gof['ks_statistic']:.4g}, p = {gof['ks_pvalue']:.3g} "
             f"({gof['n_events']} events, compensator {gof['compensator']:.6g})",
@@ -254,7 +250,7 @@ def _check_outputs(run_dir: Path, given: tuple[Path | None, ...], **outputs: Pat
         pass  # not a run directory: diagnose says so
     chosen = {name: path for name, path in outputs.items() if path is not None}
     for name, path in chosen.items():
-        refuse_output(path, f"--{name}", inputs)
+        refuse_output(path, f"--{name}", inputs, folder=name != "netcdf")
     real = [Path(p).expanduser().absolute() for p in chosen.values()]
     for a in real:
         for b in real:

@@ -135,7 +135,7 @@ def simulate_cmd(
     from ..rundir import refuse_output
     from ..simulate import CountyMap, DensityGrid, simulate
 
-    refuse_output(out, "the events")
+    refuse_output(out, "the events", folder=False)
 
     given = {item.partition("=")[0].strip() for item in params}
     items = [*params, *(f"{k}={v}" for k, v in _SIMULATE_PARAMS.items() if k not in given)]
@@ -264,7 +264,7 @@ def counties_cmd(
     from ..rundir import refuse_output
 
     out = out or default_table_path()
-    refuse_output(out, "the county table", [p for p in (polygons, population) if p])
+    refuse_output(out, "the county table", [p for p in (polygons, population) if p], folder=False)
     table = build_county_table(
         polygons,
         population,
@@ -437,9 +437,13 @@ def hhs_cmd(
     from ..rundir import refuse_output
 
     inputs = [p for p in (facility, counties, polygons) if p is not None]
-    refuse_output(out, "the cases", inputs)
+    refuse_output(out, "the cases", inputs, folder=False)
     if polygons_out is not None:
-        refuse_output(polygons_out, "--polygons-out", [*inputs, out])
+        if Path(polygons_out).expanduser().absolute() == Path(out).expanduser().absolute():
+            raise UsageError(
+                f"--polygons-out {polygons_out} is also the events output: give each its own path"
+            )
+        refuse_output(polygons_out, "--polygons-out", inputs, folder=False)
     options = HHSOptions(
         n=n,
         seed=seed,

@@ -67,6 +67,10 @@ class GofOptions:
             raise UsageError(f"--gof-draws must be >= 1, got {self.draws}")
         if self.samples < 1:
             raise UsageError(f"--gof-samples must be >= 1, got {self.samples}")
+        if self.date is not None and not _number_or_iso_date(self.date):
+            raise UsageError(
+                f"--date {self.date!r} is neither a number nor an ISO date (YYYY-MM-DD)"
+            )
         return self
 
     def stream(self, which: int) -> np.random.Generator:
@@ -185,3 +189,19 @@ class GofRun:
     def wrote(self, *paths: Path, **summary: Any) -> GofRun:
         """This record with ``paths`` written and ``summary`` added to :attr:`summary`."""
         return replace(self, written=self.written + paths, summary={**self.summary, **summary})
+
+
+def _number_or_iso_date(text: str) -> bool:
+    """Whether ``--date`` is a time (a number) or a calendar date (``YYYY-MM-DD``)."""
+    import datetime as dt
+
+    try:
+        float(text)
+        return True
+    except ValueError:
+        pass
+    try:
+        dt.date.fromisoformat(text)
+        return True
+    except ValueError:
+        return False
