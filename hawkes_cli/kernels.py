@@ -441,10 +441,13 @@ def check_gpu_use(spec: str | None) -> None:
     not take one; log a WARNING where it would take a CPU and this machine shows a GPU that
     OpenCL does not list.
 
-    Loads the OpenCL driver only where ``spec`` (with ``$HAWKES_OPENCL_DEVICE``) is unset and
-    GPUs were given or the machine shows one (:func:`hawkes_cli.gpu_probe.unlisted_gpus`).
+    A device named by ``spec`` (or ``$HAWKES_OPENCL_DEVICE``) must be found here: a
+    :class:`~hawkes_cli.errors.DeviceError` now rather than one failure per chain. Otherwise
+    the OpenCL driver is loaded only where GPUs were given or the machine shows one
+    (:func:`hawkes_cli.gpu_probe.unlisted_gpus`).
     """
-    if device_spec(spec) is not None:
+    if device_spec(spec) is not None:  # named: it must exist here (one error, not N chains')
+        select_device(spec)
         return
     if gpu_probe.gpu_request(os.environ) is not None or unlisted_gpus([]):
         select_device(spec)

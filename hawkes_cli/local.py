@@ -337,10 +337,16 @@ def _watch(launcher: _Launcher, config: Config, display: Display | None) -> None
 
 
 def summarize(codes: dict[int, int]) -> None:
-    """Raise if any chain failed (stopped chains are not failures)."""
+    """Raise if any chain failed (stopped chains are not failures), with the chains' exit
+    code when they all failed with the same one (3: the events, 4: the config, 5: the
+    device, ...; else 1)."""
     failed = sorted(k for k, rc in codes.items() if rc not in (0, EXIT_STOPPED))
     if failed:
-        raise HawkesError(
-            f"{len(failed)} chain(s) failed: {', '.join(map(str, failed))}; see the logs in "
-            "RUN_DIR/logs and run again to resume"
+        err = HawkesError(
+            f"{len(failed)} chain(s) failed: {', '.join(map(str, failed))}; see the error "
+            "above and the logs in RUN_DIR/logs, fix the cause and run again to resume"
         )
+        same = {codes[k] for k in failed}
+        if len(same) == 1 and 0 < (code := same.pop()) < 128:
+            err.exit_code = code
+        raise err

@@ -246,6 +246,18 @@ def test_an_unlisted_gpu_is_named_in_the_refusal_and_warned_of_without_one(
         kernels.select_device("gpu")
 
 
+def test_a_launcher_finds_a_named_device_missing_before_it_writes(monkeypatch, fake_devices):
+    # engine.device (or the environment) naming no device here: one DeviceError from the
+    # launcher, not one failure per chain
+    for spec, env in (("banana", None), (None, "banana")):
+        if env is not None:
+            monkeypatch.setenv(kernels.DEVICE_ENV, env)
+        with pytest.raises(kernels.DeviceError, match=r"no OpenCL device matches 'banana'"):
+            kernels.check_gpu_use(spec)
+    monkeypatch.delenv(kernels.DEVICE_ENV)
+    kernels.check_gpu_use("cpu")  # found: nothing to say
+
+
 def tiny_config(tmp_path: Path, **engine) -> Path:
     from hawkes_cli.data import save_events
     from hawkes_cli.model import Params

@@ -777,3 +777,15 @@ def test_a_convergence_check_that_cannot_read_the_run_does_not_end_the_chain(tmp
     assert not run_converged(rd, cfg, 0).converged
     rd.converged_path.write_text("{not json")  # a damaged record is no record
     assert read_record(rd) is None and not run_converged(rd, cfg, 0).converged
+
+
+def test_failed_chains_pass_on_their_common_exit_code():
+    from hawkes_cli.errors import HawkesError
+    from hawkes_cli.local import summarize
+
+    summarize({0: 0, 1: 75})  # finished and stopped: no failure
+    for codes, want in (({0: 3, 1: 3}, 3), ({0: 5, 1: 0}, 5), ({0: 3, 1: 4}, 1), ({0: -9}, 1)):
+        with pytest.raises(HawkesError) as info:
+            summarize(codes)
+        assert info.value.exit_code == want, codes
+        assert "fix the cause and run again to resume" in str(info.value)
