@@ -348,6 +348,9 @@ def test_foreign_hdf5_file_is_refused_and_untouched(tmp_path):
     _assert_refused(path, "not a hawkes chain file")
     with pytest.raises(StorageError, match="not a hawkes chain file"):
         read_chain(path)
+    # the way out names the command that has it (hawkes-diagnose reads these files too)
+    with pytest.raises(StorageError, match=r"restore it from a copy, or .*`hawkes-run local "):
+        read_chain(path)
 
 
 def test_non_hdf5_files_are_refused_and_untouched(tmp_path):

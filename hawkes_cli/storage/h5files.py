@@ -74,6 +74,14 @@ def keep_open(obj: Any) -> None:
     _UNCLOSABLE.append(obj)
 
 
+#: What a user can do about a damaged chain file (the messages of every command that reads one:
+#: ``hawkes-run`` resuming, ``hawkes-diagnose``, ``hawkes-run status``).
+WAY_OUT = (
+    "restore it from a copy, or start the run afresh with `hawkes-run local --overwrite` (or "
+    "`hawkes-run chain --overwrite`), which discards its chain files"
+)
+
+
 @contextlib.contextmanager
 def h5_errors(path: Path) -> Iterator[None]:
     """Turn the errors h5py raises on a damaged file into a :class:`StorageError`."""
@@ -83,8 +91,7 @@ def h5_errors(path: Path) -> Iterator[None]:
         raise
     except (OSError, RuntimeError, KeyError, ValueError, TypeError) as exc:
         raise StorageError(
-            f"chain file {path} is corrupt or unreadable ({exc}); restore it, choose another "
-            "run_dir or pass --overwrite"
+            f"chain file {path} is corrupt or unreadable ({exc}); {WAY_OUT}"
         ) from exc
 
 
@@ -98,16 +105,14 @@ def open_reader(path: Path) -> h5py.File:
         raise StorageError(f"cannot read {path}: {exc}") from exc
     if not is_h5:
         raise StorageError(
-            f"{path} exists but is not an HDF5 file; refusing to touch it: "
-            "choose another run_dir or pass --overwrite"
+            f"{path} exists but is not an HDF5 file (damaged, or not written by hawkes); {WAY_OUT}"
         )
     try:  # a cleanly closed file: HDF5 checks its size and checksums, and fails at once
         return h5py.File(path, "r", libver="latest", **h5_kwargs())
     except OSError as exc:
         if "already open for write" not in str(exc):
             raise StorageError(
-                f"chain file {path} is corrupt or unreadable ({exc}); restore it, choose "
-                "another run_dir or pass --overwrite"
+                f"chain file {path} is corrupt or unreadable ({exc}); {WAY_OUT}"
             ) from exc
     # open for writing: a live writer, or one that was killed (SWMR flags left set)
     _check_stored_eof(path)
@@ -115,8 +120,7 @@ def open_reader(path: Path) -> h5py.File:
         return _open_swmr(path)
     except OSError as exc:
         raise StorageError(
-            f"chain file {path} is corrupt or unreadable ({exc}); restore it, choose another "
-            "run_dir or pass --overwrite"
+            f"chain file {path} is corrupt or unreadable ({exc}); {WAY_OUT}"
         ) from exc
 
 
@@ -149,8 +153,7 @@ def _check_stored_eof(path: Path, tries: int = 5) -> None:
         if attempt + 1 < tries:
             time.sleep(0.1)
     raise StorageError(
-        f"chain file {path} is truncated ({size} bytes, its superblock says {eof}); restore it, "
-        "choose another run_dir or pass --overwrite"
+        f"chain file {path} is truncated ({size} bytes, its superblock says {eof}); {WAY_OUT}"
     )
 
 

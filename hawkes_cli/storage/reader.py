@@ -12,7 +12,7 @@ import h5py
 import numpy as np
 
 from ..errors import StorageError
-from .h5files import h5_errors, open_reader
+from .h5files import WAY_OUT, h5_errors, open_reader
 from .record import check_fingerprint, read_sidecar
 from .schema import FORMAT_NAME, SCHEMA_VERSION, ChainMeta, sidecar_path
 
@@ -88,7 +88,7 @@ def check_chain_file(h5file: h5py.File, path: Path) -> tuple[dict[str, Any], Cha
         raise StorageError(
             f"{path} is an HDF5 file but not a hawkes chain file"
             + (f" (missing attributes: {', '.join(missing)})" if missing else "")
-            + "; refusing to touch it: choose another run_dir or pass --overwrite"
+            + f"; {WAY_OUT}"
         )
     attrs = {key: _decode(value) for key, value in raw.items()}
     if attrs["schema_version"] != SCHEMA_VERSION:
