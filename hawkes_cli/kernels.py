@@ -371,6 +371,7 @@ def select_device(spec: str | None = None, local_rank: int = 0) -> tuple[DeviceI
         ``"P:D"``, a name) runs on it; without GPUs given, the automatic choice of a CPU logs
         a WARNING where this machine shows a GPU that OpenCL does not list.
     """
+    named = "" if spec is not None or device_spec(None) is None else f" ({DEVICE_ENV})"
     spec = device_spec(spec)
     devices = _all_devices()
     if not devices:
@@ -400,7 +401,7 @@ def select_device(spec: str | None = None, local_rank: int = 0) -> tuple[DeviceI
     if not chosen:
         note = _gpu_note(i for i, _ in devices) if spec.lower() == "gpu" else ""
         raise DeviceError(
-            f"no OpenCL device matches {spec!r}; available: {listing}. "
+            f"no OpenCL device matches {spec!r}{named}; available: {listing}. "
             + (f"{note[0].upper()}{note[1:]}; `hawkes-run devices` says how to make it "
                "visible" if note else "Use P:D indices from `hawkes-run devices`, 'gpu', 'cpu' "
                "or part of a name")

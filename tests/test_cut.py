@@ -618,6 +618,7 @@ def test_the_command_refuses_what_it_cannot_check(tmp_path, capsys):
         ((run, "--cut-check", "--cut-draws", "2"), "--cut-draws must be an integer >= 3"),
         ((run, "--cut-is-draws", "1"), "--cut-is-draws needs --cut-check"),
         ((run, "--cut-check", "--cut-is-draws", "-1"), "--cut-is-draws must be an integer >= 0"),
+        ((run, "--cut-check", "--cut-draws", "3", "--cut-is-draws", "5"), "is more than the"),
         ((run, "--cut-check", "--csv"), "not CSV"),
     ]
     for args, says in cases:

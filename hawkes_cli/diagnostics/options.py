@@ -84,6 +84,11 @@ class DiagnoseOptions:
         k = self.cut_draws
         if k is not None and (isinstance(k, bool) or int(k) != k or k < MIN_CUT_DRAWS):
             raise UsageError(f"--cut-draws must be an integer >= {MIN_CUT_DRAWS}, got {k!r}")
+        if j is not None and k is not None and j > k:
+            raise UsageError(
+                f"--cut-is-draws {j} is more than the location draws (--cut-draws {k}): at "
+                "most one importance sample per draw"
+            )
         if self.burn is not None and (isinstance(self.burn, bool) or int(self.burn) < 0):
             raise UsageError(f"--burn must be an integer >= 0, got {self.burn!r}")
         if isinstance(self.thin, bool) or int(self.thin) < 1:
