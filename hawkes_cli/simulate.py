@@ -55,7 +55,7 @@ from .errors import EventsError, UsageError
 from .geo import PolygonSampler
 from .geo.polygons import checked_polygons, listing
 from .model import Params, check_model
-from .vocab import GEOGRAPHIES, SIMULATE_EDGES
+from .vocab import DATA_LIMIT, GEOGRAPHIES, SIMULATE_EDGES
 
 log = logging.getLogger(__name__)
 
@@ -526,12 +526,15 @@ def _check_request(
             f"n_background and max_events must be integers, got {n_background!r}, {max_events!r}"
         ) from None
     if n_bg < 1:
-        raise UsageError(f"n_background must be >= 1, got {n_bg}")
+        raise UsageError(f"n_background (--n-background) must be >= 1, got {n_bg}")
     if cap < n_bg:
         raise UsageError(f"max_events={cap} is smaller than n_background={n_bg}")
     t_end = float(t_end)
-    if not (math.isfinite(t_end) and t_end > 0):
-        raise UsageError(f"t_end must be a finite number of days > 0, got {t_end}")
+    if not (math.isfinite(t_end) and 0 < t_end <= DATA_LIMIT):
+        raise UsageError(
+            f"t_end (--t-end) must be a number of days > 0 and <= {DATA_LIMIT:g} (what an "
+            f"events file may hold), got {t_end:g}"
+        )
     if edge not in SIMULATE_EDGES:
         raise UsageError(f"edge must be one of {', '.join(SIMULATE_EDGES)}, got {edge!r}")
     if params.xi0 >= 1:

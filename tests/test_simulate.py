@@ -119,7 +119,10 @@ def test_argument_errors(caplog: pytest.LogCaptureFixture) -> None:
         simulate(P, model=2, n_background=10, t_end=1.0, grid=grid, bounds=(0, 2, 0, 1))
     with pytest.raises(UsageError, match="t_end"):
         simulate(P, model=1, n_background=10, t_end=0.0)
-    with pytest.raises(UsageError, match="n_background"):
+    # an events file holds times up to 1e15: a simulation must not write what it cannot read
+    with pytest.raises(UsageError, match=r"t_end \(--t-end\) must be .* <= 1e\+15"):
+        simulate(P, model=1, n_background=10, t_end=1e300)
+    with pytest.raises(UsageError, match=r"n_background \(--n-background\)"):
         simulate(P, model=1, n_background=0, t_end=1.0)
     hot = Params(mu0=0.1, tau_t=1.0, xi0=1.5, sigma_x=1.0, sigma_t=0.1)
     with (
