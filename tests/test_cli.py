@@ -224,6 +224,16 @@ def test_bad_parameters(sim, extra, needle):
             assert name in msg
 
 
+@pytest.mark.parametrize(
+    "extra", [["--precision", "float32"], ["--device", "banana"], ["--tolerance", "0.5"]]
+)
+def test_reference_engine_refuses_the_opencl_options(sim, extra):
+    proc = run(script("hawkes-run"), "loglik", sim[0], "--engine", "reference", *PARAM_ARGS,
+               *extra)  # fmt: skip
+    msg = assert_one_error_line(proc, code=2)
+    assert f"{extra[0]} set(s) the OpenCL engine" in msg and "--engine opencl" in msg
+
+
 def test_missing_file(tmp_path):
     proc = run(script("hawkes-run"), "loglik", tmp_path / "nope.h5", "--engine", "reference",
                *PARAM_ARGS)  # fmt: skip

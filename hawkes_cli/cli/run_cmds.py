@@ -114,6 +114,18 @@ def loglik_cmd(
     problem = tolerance_problem(tolerance, "--tolerance")
     if problem is not None:
         raise UsageError(problem)
+    if engine_name == "reference":  # numpy float64: the OpenCL options would be ignored
+        ctx = click.get_current_context()
+        given = [
+            f"--{name}"
+            for name in ("precision", "device", "tolerance", "background")
+            if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE
+        ]
+        if given:
+            raise UsageError(
+                f"{', '.join(given)} set(s) the OpenCL engine, but --engine reference computes "
+                "the exact sums in numpy float64; leave it out, or choose --engine opencl"
+            )
     p = parse_param_items(params)
     why = out_of_range(p)
     if why is not None:
