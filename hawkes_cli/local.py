@@ -221,7 +221,7 @@ class _Launcher:
             )
         if k in self.launched:
             wall, mono = self.launched[k]
-            if _written_before(record, wall):
+            if _written_before(record, wall, self.run_dir.progress_path(k)):
                 elapsed = time.monotonic() - mono
                 return Progress(
                     k,
@@ -235,13 +235,17 @@ class _Launcher:
         return dataclasses.replace(record, phase=PHASE_FINISHED)  # finished before this call
 
 
-def _written_before(record: Progress, wall: float) -> bool:
-    """Whether ``record`` was written before the second of the wall time ``wall`` (or has no
-    readable time: none written yet)."""
+def _written_before(record: Progress, wall: float, path: Path | None = None) -> bool:
+    """Whether ``record`` was written before the wall time ``wall`` (or has no readable time:
+    none written yet). The record keeps whole seconds; its file ``path``, when given and
+    there, tells within the second (a failed run's record and a new launch can share one)."""
     try:
         updated = calendar.timegm(time.strptime(str(record.updated), "%Y-%m-%dT%H:%M:%SZ"))
     except ValueError:
         return True
+    if updated == int(wall) and path is not None:
+        with contextlib.suppress(OSError):
+            return path.stat().st_mtime < wall
     return updated < int(wall)
 
 

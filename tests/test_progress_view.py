@@ -245,3 +245,26 @@ def test_the_end_is_projected_from_the_ess_of_the_last_check(tmp_path):
     assert RunDir(tmp_path).read_progress(0).converge_at == 1650  # through the JSON record
     writer.show_note("ends when converged; converged (found by another chain)")
     assert writer.record().converge_at is None
+
+
+def test_a_record_of_the_launch_second_is_told_apart_by_its_file(tmp_path):
+    """Records keep whole seconds: a failed run's record written in the second a new launch
+    happens is the old one when its file is older than the launch, the new one when newer."""
+    import calendar
+    import os
+    import time
+
+    from hawkes_cli.local import _written_before
+
+    second = calendar.timegm(time.strptime("2026-01-01T10:00:00Z", "%Y-%m-%dT%H:%M:%SZ"))
+    rec = Progress(0, "failed", 3, 40, updated="2026-01-01T10:00:00Z")
+    path = tmp_path / "chain-00.progress.json"
+    path.write_text("{}")
+    launch = second + 0.5
+    os.utime(path, (second + 0.2, second + 0.2))
+    assert _written_before(rec, launch, path)  # written before the launch: the old run's
+    os.utime(path, (second + 0.8, second + 0.8))
+    assert not _written_before(rec, launch, path)  # after it: the new chain's own
+    assert not _written_before(rec, launch)  # no file: the second alone (as before)
+    assert _written_before(rec, second + 1.5)  # an earlier second
+    assert _written_before(Progress(0, "pending", 0, 40), launch)  # no time: none written
