@@ -94,6 +94,23 @@ def hdf5_image(build: Callable[[Any], None], *, libver: str | None = None) -> by
         f.close()
 
 
+def shape_problem(path: str | Path, folder: bool) -> str | None:
+    """Why ``path`` cannot become a file (``folder`` False) or a folder (True), before any
+    work: a file where a folder of its path must be, or a folder where a file must be (and
+    the reverse), or None."""
+    p = Path(path).expanduser()
+    for above in p.parents:
+        if above.exists():
+            if not above.is_dir():
+                return f"{above} is a file, not a folder"
+            break
+    if folder and p.exists() and not p.is_dir():
+        return "it is a file, not a folder"
+    if not folder and p.is_dir():
+        return "it is a folder, not a file"
+    return None
+
+
 def fsync_dir(directory: Path) -> None:
     """fsync a directory so a rename or unlink in it is durable (best effort)."""
     try:

@@ -32,6 +32,7 @@ from typing import Protocol
 
 from .config import Config
 from .errors import HawkesError
+from .geo import require_polygon_file
 from .kernels import check_gpu_use
 from .parallel import find_mpiexec
 from .rundir import Progress, RunDir
@@ -282,6 +283,8 @@ def run_local(
     """
     if config.engine.backend == "opencl":  # GPUs given but none listed: refuse, write nothing
         check_gpu_use(config.engine.device)
+    if config.data.counties is not None:  # one error now, not one per chain
+        require_polygon_file(config.data.counties, "data.counties")
     run_dir = RunDir.of(config)
     config_path = run_dir.write_config(config, overwrite=overwrite)
     # each finished chain is verified against its file (a damaged one is a StorageError here)

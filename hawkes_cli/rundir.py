@@ -346,35 +346,15 @@ def output_problem(path: str | Path, inputs: Iterable[str | Path] = ()) -> str |
     return None
 
 
-def shape_problem(path: str | Path, folder: bool) -> str | None:
-    """Why ``path`` cannot become a file (``folder`` False) or a folder (True), before any
-    work: a file where a folder of its path must be, or a folder where a file must be (and
-    the reverse), or None."""
-    p = Path(path).expanduser()
-    for above in p.parents:
-        if above.exists():
-            if not above.is_dir():
-                return f"{above} is a file, not a folder"
-            break
-    if folder and p.exists() and not p.is_dir():
-        return "it is a file, not a folder"
-    if not folder and p.is_dir():
-        return "it is a folder, not a file"
-    return None
-
-
 def refuse_output(
     path: str | Path, what: str, inputs: Iterable[str | Path] = (), folder: bool | None = None
 ) -> None:
     """Raise :class:`UsageError` when :func:`output_problem` finds a reason, or, with
-    ``folder`` given, :func:`shape_problem`."""
+    ``folder`` given, :func:`~hawkes_cli.atomic.shape_problem`."""
     why = output_problem(path, inputs)
-    if why is None and folder is not None:
-        why = shape_problem(path, folder)
+    why = why or (None if folder is None else atomic.shape_problem(path, folder))
     if why is not None:
-        raise UsageError(
-            f"refusing to write {what} to {path}: {why}; choose another path (nothing written)"
-        )
+        raise UsageError(f"refusing to write {what} to {path}: {why}; choose another path")
 
 
 # --------------------------------------------------------------------------- the directory

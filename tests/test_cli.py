@@ -342,6 +342,20 @@ def test_prep_output_paths_are_checked_before_the_work(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["afile", "hhs.csv"]
 
 
+def test_a_missing_polygon_file_is_found_before_the_chains_start(sim, tmp_path):
+    # data.counties is read by every chain (the study region) even without redraws
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(
+        f"data: {{events: {sim[0]}, counties: {tmp_path / 'nothere.gpkg'}}}\n"
+        "model: {kind: 1, edge: censored}\nsampler: {iterations: 20, warmup: 5}\n"
+        f"engine: {{backend: reference}}\noutput: {{run_dir: {tmp_path / 'run'}}}\n"
+    )
+    for command in ("validate", "local"):
+        msg = assert_one_error_line(run(script("hawkes-run"), command, str(cfg)), code=3)
+        assert "nothere.gpkg: county polygon file not found (data.counties)" in msg
+    assert not (tmp_path / "run").exists()
+
+
 def test_internal_node_command_is_hidden_but_callable():
     listing = run(script("hawkes-run"), "--help")
     assert listing.returncode == 0, listing.stderr

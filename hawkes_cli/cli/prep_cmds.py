@@ -434,16 +434,8 @@ def hhs_cmd(
     inside the county polygon. Every dropped row is counted by reason in the metadata.
     """
     from ..prep import HHSOptions, prepare_hhs
-    from ..rundir import refuse_output
 
-    inputs = [p for p in (facility, counties, polygons) if p is not None]
-    refuse_output(out, "the cases", inputs, folder=False)
-    if polygons_out is not None:
-        if Path(polygons_out).expanduser().absolute() == Path(out).expanduser().absolute():
-            raise UsageError(
-                f"--polygons-out {polygons_out} is also the events output: give each its own path"
-            )
-        refuse_output(polygons_out, "--polygons-out", inputs, folder=False)
+    _check_hhs_outputs(out, polygons_out, [p for p in (facility, counties, polygons) if p])
     options = HHSOptions(
         n=n,
         seed=seed,
@@ -485,3 +477,17 @@ def hhs_cmd(
     if a.get("counties"):
         click.echo(f"  polygons {a['counties']} (data.counties for hawkes-run)")
     click.echo(f"  took     {sum(result.seconds.values()):.1f} s")
+
+
+def _check_hhs_outputs(out: Path, polygons_out: Path | None, inputs: list[Path]) -> None:
+    """Refuse, before any work, outputs that are inputs, run files, the same path twice, or
+    where a file cannot be (:func:`~hawkes_cli.rundir.refuse_output`)."""
+    from ..rundir import refuse_output
+
+    refuse_output(out, "the cases", inputs, folder=False)
+    if polygons_out is not None:
+        if Path(polygons_out).expanduser().absolute() == Path(out).expanduser().absolute():
+            raise UsageError(
+                f"--polygons-out {polygons_out} is also the events output: give each its own path"
+            )
+        refuse_output(polygons_out, "--polygons-out", inputs, folder=False)

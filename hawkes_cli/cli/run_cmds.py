@@ -114,18 +114,8 @@ def loglik_cmd(
     problem = tolerance_problem(tolerance, "--tolerance")
     if problem is not None:
         raise UsageError(problem)
-    if engine_name == "reference":  # numpy float64: the OpenCL options would be ignored
-        ctx = click.get_current_context()
-        given = [
-            f"--{name}"
-            for name in ("precision", "device", "tolerance", "background")
-            if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE
-        ]
-        if given:
-            raise UsageError(
-                f"{', '.join(given)} set(s) the OpenCL engine, but --engine reference computes "
-                "the exact sums in numpy float64; leave it out, or choose --engine opencl"
-            )
+    if engine_name == "reference":
+        _refuse_opencl_options()
     p = parse_param_items(params)
     why = out_of_range(p)
     if why is not None:
@@ -536,17 +526,36 @@ def _devices_bench(
         _exit_for_checks(reports, as_json=False)
 
 
+def _refuse_opencl_options() -> None:
+    """``--engine reference`` computes in numpy float64: refuse the OpenCL engine's options
+    given on the command line rather than ignore them."""
+    ctx = click.get_current_context()
+    given = [
+        f"--{name}"
+        for name in ("precision", "device", "tolerance", "background")
+        if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE
+    ]
+    if given:
+        raise UsageError(
+            f"{', '.join(given)} set(s) the OpenCL engine, but --engine reference computes the "
+            "exact sums in numpy float64; leave it out, or choose --engine opencl"
+        )
+
+
 @run.command("validate")
 @click.argument("config_file", type=click.Path(path_type=Path))
 def validate_cmd(config_file: Path) -> None:
     """Check CONFIG and its data (events, area, polygons) without running anything."""
     from ..config import load_config
     from ..data import check_window_end, load_events, resolve_area
+    from ..geo import require_polygon_file
     from ..resample import make_resampler
 
     config = load_config(config_file)
     data = load_events(config.data.events, need_density=config.model.kind == 2)
     check_window_end(data, config.data.window_end, what=f"{config_file}: data.window_end")
+    if config.data.counties is not None:  # read by the chains even without redraws (edges)
+        require_polygon_file(config.data.counties, "data.counties")
     area = resolve_area(config, data)
     resampler = make_resampler(config, data)
     sc, ch = config.sampler, config.chains

@@ -39,7 +39,13 @@ files) are :class:`~hawkes_cli.errors.EventsError`; bad arguments are
 
 from __future__ import annotations
 
-from .files import PolygonLayer, read_polygon_layer, require_pyogrio
+from .files import PolygonLayer, read_polygon_layer, require_polygon_file, require_pyogrio
 from .sampler import PolygonSampler
 
-__all__ = ["PolygonLayer", "PolygonSampler", "read_polygon_layer", "require_pyogrio"]
+__all__ = [
+    "PolygonLayer",
+    "PolygonSampler",
+    "read_polygon_layer",
+    "require_polygon_file",
+    "require_pyogrio",
+]

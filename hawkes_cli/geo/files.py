@@ -67,6 +67,14 @@ class PolygonLayer:
     path: str
 
 
+def require_polygon_file(path: str | Path, where: str = "") -> None:
+    """Raise :class:`EventsError` when the county polygon file ``path`` is not there (``where``:
+    what named it, e.g. ``"data.counties"``), before anything reads or writes."""
+    if not Path(path).exists():
+        named = f" ({where})" if where else ""
+        raise EventsError(f"{path}: county polygon file not found{named}")
+
+
 def read_polygon_layer(
     path: Path,
     *,
@@ -119,8 +127,7 @@ def read_polygon_layer(
         ``crs`` contradicts the file's declared reference system.
     """
     path = Path(path)
-    if not path.exists():
-        raise EventsError(f"{path}: county polygon file not found")
+    require_polygon_file(path)
     pyogrio = require_pyogrio(f"{path}: reading polygon files", pyogrio_hint)
     import shapely
 
