@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Protocol
 
 from .config import Config
-from .errors import HawkesError
+from .errors import HawkesError, UsageError
 from .geo import require_polygon_file
 from .kernels import check_gpu_use
 from .parallel import find_mpiexec
@@ -285,6 +285,7 @@ def run_local(
         check_gpu_use(config.engine.device)
     if config.data.counties is not None:  # one error now, not one per chain
         require_polygon_file(config.data.counties, "data.counties")
+    check_environment()
     run_dir = RunDir.of(config)
     config_path = run_dir.write_config(config, overwrite=overwrite)
     # each finished chain is verified against its file (a damaged one is a StorageError here)
@@ -314,6 +315,24 @@ def run_local(
         for k in launcher.queue:
             codes[k] = EXIT_STOPPED
     return codes
+
+
+def check_environment() -> None:
+    """The environment variables every chain reads, checked once before anything is
+    written (else each chain fails on them): ``HAWKES_DRAW_AHEAD``, ``HAWKES_START_WAIT`` and
+    ``HAWKES_PROFILE`` (a file in an existing folder)."""
+    from .engine import ahead
+    from .engine.profile import PROFILE_ENV
+    from .start.shared import wait_limit
+
+    ahead.enabled()
+    wait_limit()
+    path = os.environ.get(PROFILE_ENV)
+    if path and not (Path(path).expanduser().parent.is_dir() and not Path(path).is_dir()):
+        raise UsageError(
+            f"environment variable {PROFILE_ENV}={path}: not a file in an existing folder; "
+            "point it at one, or unset it"
+        )
 
 
 def _watch(launcher: _Launcher, config: Config, display: Display | None) -> None:

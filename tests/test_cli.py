@@ -356,6 +356,31 @@ def test_a_missing_polygon_file_is_found_before_the_chains_start(sim, tmp_path):
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.parametrize(
+    ("name", "value", "says"),
+    [
+        ("HAWKES_DRAW_AHEAD", "banana", "HAWKES_DRAW_AHEAD='banana'"),
+        ("HAWKES_START_WAIT", "soon", "HAWKES_START_WAIT='soon'"),
+        ("HAWKES_PROFILE", "{tmp}/afile/p.jsonl", "HAWKES_PROFILE="),
+    ],
+)
+def test_bad_environment_variables_are_one_error_before_the_chains(sim, tmp_path, name, value,
+                                                                     says):  # fmt: skip
+    (tmp_path / "afile").write_text("x")
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(
+        f"data: {{events: {sim[0]}}}\nmodel: {{kind: 1}}\nsampler: {{iterations: 20, "
+        f"warmup: 5}}\nengine: {{backend: reference}}\noutput: {{run_dir: {tmp_path / 'run'}}}\n"
+    )
+    proc = subprocess.run(
+        [script("hawkes-run"), "local", str(cfg)], capture_output=True, text=True, timeout=120,
+        env=clean_env(**{name: value.format(tmp=tmp_path)}),
+    )  # fmt: skip
+    msg = assert_one_error_line(proc, code=2)
+    assert says in msg and "unset it" in msg
+    assert not (tmp_path / "run").exists()
+
+
 def test_internal_node_command_is_hidden_but_callable():
     listing = run(script("hawkes-run"), "--help")
     assert listing.returncode == 0, listing.stderr

@@ -173,7 +173,7 @@ def _hold(lock, text: str) -> int:
 def test_a_hung_holder_of_the_start_lock_is_named_and_given_up_on(tmp_path, monkeypatch):
     import os
 
-    from hawkes_cli.errors import StorageError
+    from hawkes_cli.errors import StorageError, UsageError
 
     fd = _hold(tmp_path / "start.lock", "chain 3, pid 4242 on nodeX, since 2026-01-01T00:00:00Z")
     try:
@@ -183,7 +183,7 @@ def test_a_hung_holder_of_the_start_lock_is_named_and_given_up_on(tmp_path, monk
             _again(tmp_path / "start.json")
         assert time.monotonic() - t0 < 5
         monkeypatch.setenv("HAWKES_START_WAIT", "soon")
-        with pytest.raises(StorageError, match="HAWKES_START_WAIT='soon'"):
+        with pytest.raises(UsageError, match="HAWKES_START_WAIT='soon'"):
             _again(tmp_path / "start.json")
     finally:
         os.close(fd)

@@ -48,7 +48,7 @@ import numpy as np
 
 from .. import atomic
 from ..data import EventData
-from ..errors import Interrupted, StorageError
+from ..errors import Interrupted, StorageError, UsageError
 from ..vocab import START_WAIT_ENV, START_WAIT_SECONDS
 from .result import StartResult
 
@@ -230,7 +230,7 @@ def wait_limit() -> float:
 
     Raises
     ------
-    StorageError
+    UsageError
         The variable is set to something other than a positive number.
     """
     text = os.environ.get(START_WAIT_ENV, "").strip()
@@ -241,7 +241,10 @@ def wait_limit() -> float:
     except ValueError:
         value = math.nan
     if not (math.isfinite(value) and value > 0):
-        raise StorageError(f"{START_WAIT_ENV}={text!r}: give the seconds to wait, a number > 0")
+        raise UsageError(
+            f"environment variable {START_WAIT_ENV}={text!r}: give the seconds to wait, a "
+            "number > 0, or unset it"
+        )
     return value
 
 
