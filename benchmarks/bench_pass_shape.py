@@ -230,7 +230,7 @@ def table(meta: dict, results: dict) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--n", type=int, default=1_000_000)
-    ap.add_argument("--work", type=Path, default=Path("/tmp/bench_iteration"))
+    ap.add_argument("--work", type=Path, default=Path("/tmp/hawkes-bench-iteration"))
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--name", default="cpu")
     ap.add_argument("--out-dir", type=Path, default=HERE / "results")
