@@ -493,7 +493,9 @@ def diagnose(*args: str) -> subprocess.CompletedProcess:
 
 @pytest.mark.parametrize("how", ["half", "4k", "flip"])
 def test_damaged_chain_file_is_one_error_in_every_command(fx, how):
-    """local, chain and hawkes-diagnose end at once with one error line (they used to hang)."""
+    """local, chain and hawkes-diagnose end at once with one error line (they used to hang);
+    status shows its table, the damaged chain as such, and the same one line (it showed the
+    checkpoint's word alone)."""
     fx.reset("mid")
     path = RunDir(fx.run_dir).chain_path(0)
     size = path.stat().st_size
@@ -509,8 +511,10 @@ def test_damaged_chain_file_is_one_error_in_every_command(fx, how):
         run(cli("local", str(fx.config_path))),
         run(cli("chain", str(fx.config_path), "--chain", "0")),
         diagnose(str(fx.run_dir)),
+        (status := run(cli("status", str(fx.run_dir)))),
     ):
         assert "chain-00.h5" in _one_error(proc)
+    assert status.returncode == 7 and "damaged" in status.stdout.splitlines()[1]
     assert chain_files(fx.run_dir) == before
 
 

@@ -77,6 +77,7 @@ def status_cmd(run_dir: Path, as_json: bool) -> None:
     rows = run_status(run_dir)
     if as_json:
         click.echo(json.dumps([dataclasses.asdict(r) for r in rows], indent=1))
+        _refuse_damaged(rows)
         return
     click.echo(
         f"{'chain':>5} {'node':>4} {'iterations':>15} {'draws':>8} {'requeues':>8}  "
@@ -87,13 +88,28 @@ def status_cmd(run_dir: Path, as_json: bool) -> None:
         state = r.state or ("-" if r.job is None else "unknown")
         click.echo(
             f"{r.chain:>5} {r.node:>4} {it:>15} {r.draws:>8} {r.requeues:>8}  "
-            f"{r.last_commit or '-':<29} {r.job or '-':<12} {state:<12} {r.phase}"
+            f"{r.last_commit or '-':<29} {r.job or '-':<12} {state:<12} "
+            + ("damaged" if r.problem else r.phase)
         )
     done = sum(r.finished for r in rows)
     click.echo(f"{done}/{len(rows)} chains finished")
     config = RunDir(run_dir).load_config()
     if config.sampler.stop_when == STOP_CONVERGED:
         click.echo(convergence_line(config, ended=done == len(rows)))
+    _refuse_damaged(rows)
+
+
+def _refuse_damaged(rows: list[Any]) -> None:
+    """After the table: a :class:`~hawkes_cli.errors.StorageError` (exit 7) naming the first
+    chain whose file does not hold what its checkpoint says."""
+    from ..errors import StorageError
+
+    damaged = [r for r in rows if r.problem]
+    if damaged:
+        raise StorageError(
+            f"chain {damaged[0].chain}: {damaged[0].problem}"
+            + (f" (and {len(damaged) - 1} more chain file(s))" if len(damaged) > 1 else "")
+        )
 
 
 def convergence_line(config: Any, *, ended: bool = True) -> str:

@@ -15,8 +15,9 @@ from pathlib import Path
 
 from .. import atomic
 from ..config import Config
-from ..errors import HawkesError, OtherRunError
+from ..errors import HawkesError, OtherRunError, StorageError
 from ..rundir import RunDir, now_utc
+from ..storage import writer_holder
 from ..vocab import PHASE_FINISHED
 from .commands import active_jobs, call, job_states, slurm_command, task_state
 from .plan import Plan, array_ranges, make_plan
@@ -184,6 +185,9 @@ class ChainStatus:
     phase
         What the chain last said it was doing (one of :data:`~hawkes_cli.vocab.PHASES`, from its
         progress record; ``finished`` when its checkpoint says so).
+    problem
+        Why its chain file does not hold what its checkpoint says (damaged, swapped, another
+        config; checked unless the chain is being written), or ``None``.
     """
 
     chain: int
@@ -197,6 +201,7 @@ class ChainStatus:
     state: str | None
     finished: bool
     phase: str
+    problem: str | None = None
 
 
 def _latest_tasks(rdir: RunDir, plan: Plan) -> dict[int, tuple[str, str | None]]:
@@ -229,6 +234,12 @@ def _chain_status(
     chains = rdir  # the directory named, wherever the run was created
     side = chains.commit_record(chain)
     ckpt = chains.checkpoint(chain)
+    problem = None
+    if writer_holder(chains.chain_path(chain)) is None:  # a chain being written is not checked
+        try:
+            chains.verified_checkpoint(chain)
+        except StorageError as exc:
+            problem = str(exc)
     iteration = ckpt.iteration if ckpt else 0
     prog = chains.read_progress(chain)
     if prog.status == "running":
@@ -249,8 +260,9 @@ def _chain_status(
         last_commit=(side or {}).get("committed_at"),
         job=job,
         state=state,
-        finished=bool(ckpt and ckpt.finished),
+        finished=bool(ckpt and ckpt.finished) and problem is None,
         phase=PHASE_FINISHED if ckpt and ckpt.finished else prog.current_phase(),
+        problem=problem,
     )
 
 
