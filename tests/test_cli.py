@@ -234,6 +234,13 @@ def test_reference_engine_refuses_the_opencl_options(sim, extra):
     assert f"{extra[0]} set(s) the OpenCL engine" in msg and "--engine opencl" in msg
 
 
+def test_reference_engine_takes_the_opencl_options_that_say_what_it_does(sim):
+    # float64, exact, pair-sum background: what the reference computes anyway
+    proc = run(script("hawkes-run"), "loglik", sim[0], "--engine", "reference", *PARAM_ARGS,
+               "--precision", "float64", "--tolerance", "0", "--background", "pairs")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+
+
 def test_missing_file(tmp_path):
     proc = run(script("hawkes-run"), "loglik", tmp_path / "nope.h5", "--engine", "reference",
                *PARAM_ARGS)  # fmt: skip

@@ -218,12 +218,12 @@ def test_a_resume_on_a_nearly_full_disk_keeps_the_chain(small_disk, stopped_run)
 
 
 def test_local_resumes_on_a_nearly_full_disk_with_one_error_line(small_disk, stopped_run):
-    """``hawkes-run local`` reports the chain's exit 7 (StorageError); the chain's log holds
-    its one error line and no h5py traceback."""
+    """``hawkes-run local`` reports the chain's exit 7 (StorageError) and passes it on; the
+    chain's log holds its one error line and no h5py traceback."""
     run = _copy_run(stopped_run, small_disk)
     _fill(small_disk, 64)
     proc = tool("run", "local", str(run / "config.yaml"))
-    assert proc.returncode == 1 and "chain 0 failed (exit 7)" in proc.stderr, proc.stderr
+    assert proc.returncode == 7 and "chain 0 failed (exit 7)" in proc.stderr, proc.stderr
     log = (run / "logs" / "chain-00.log").read_text()
     assert "Traceback" not in log and "Exception ignored" not in log, log[-2000:]
     errors = [line for line in log.splitlines() if line.startswith("error")]

@@ -16,11 +16,13 @@ from click.core import ParameterSource
 
 from ..errors import DeviceError, HawkesError, UsageError
 from ..vocab import (
+    DEFAULT_BACKGROUND,
     DEFAULT_EDGE,
     EDGE_CENSORED,
     EDGE_NONE,
     EDGE_RENORMALIZED,
     EDGES,
+    EXACT_TOLERANCE,
     STOP_CONVERGED,
     tolerance_problem,
 )
@@ -115,7 +117,7 @@ def loglik_cmd(
     if problem is not None:
         raise UsageError(problem)
     if engine_name == "reference":
-        _refuse_opencl_options()
+        _refuse_opencl_options(precision, tolerance, background)
     p = parse_param_items(params)
     why = out_of_range(p)
     if why is not None:
@@ -526,19 +528,26 @@ def _devices_bench(
         _exit_for_checks(reports, as_json=False)
 
 
-def _refuse_opencl_options() -> None:
-    """``--engine reference`` computes in numpy float64: refuse the OpenCL engine's options
-    given on the command line rather than ignore them."""
+def _refuse_opencl_options(precision: str, tolerance: float, background: str) -> None:
+    """``--engine reference`` sums every pair in numpy float64: refuse OpenCL engine options
+    given on the command line that ask for something else (float32, a truncation tolerance,
+    the lattice background, a device) rather than ignore them."""
     ctx = click.get_current_context()
+    asked = {
+        "precision": precision != "float64",
+        "device": True,
+        "tolerance": tolerance != EXACT_TOLERANCE,
+        "background": background not in (DEFAULT_BACKGROUND, "pairs"),
+    }
     given = [
         f"--{name}"
-        for name in ("precision", "device", "tolerance", "background")
-        if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE
+        for name, differs in asked.items()
+        if differs and ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE
     ]
     if given:
         raise UsageError(
-            f"{', '.join(given)} set(s) the OpenCL engine, but --engine reference computes the "
-            "exact sums in numpy float64; leave it out, or choose --engine opencl"
+            f"{', '.join(given)} set(s) the OpenCL engine, but --engine reference sums every "
+            "pair in numpy float64; leave it out, or choose --engine opencl"
         )
 
 
