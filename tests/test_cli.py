@@ -195,6 +195,14 @@ def test_devices_lists_pocl_with_fp64():
     entries = [d for d in listing if d["platform"] == "Portable Computing Language"]
     assert entries and any(d["float64"] is True for d in entries)
     assert all(d["ident"] == f"{d['platform_index']}:{d['device_index']}" for d in listing)
+    # a device spec in the environment that names none of them: the listing, and a warning
+    proc = subprocess.run([script("hawkes-run"), "devices"], capture_output=True, text=True,
+                          timeout=120, env=clean_env(HAWKES_OPENCL_DEVICE="9:x"))  # fmt: skip
+    assert proc.returncode == 0 and proc.stdout.strip().splitlines()[0].split()[0] == "id"
+    assert proc.stderr.startswith("warning: HAWKES_OPENCL_DEVICE=9:x matches none of these")
+    proc = subprocess.run([script("hawkes-run"), "devices"], capture_output=True, text=True,
+                          timeout=120, env=clean_env(HAWKES_OPENCL_DEVICE="cpu"))  # fmt: skip
+    assert proc.returncode == 0 and proc.stderr == ""
 
 
 # --------------------------------------------------------------------------- user mistakes
@@ -452,6 +460,12 @@ def test_prep_simulate_bad_param(tmp_path):
     proc = run(script("hawkes-prep"), "simulate", "--out", tmp_path / "x.h5",
                "--param", "xi0=-1")  # fmt: skip
     assert_one_error_line(proc, code=2)
+    assert not (tmp_path / "x.h5").exists()
+    # positive but beyond what the engines evaluate: a file no run could fit
+    proc = run(script("hawkes-prep"), "simulate", "--out", tmp_path / "x.h5",
+               "--param", "sigma_x=1e-300")  # fmt: skip
+    msg = assert_one_error_line(proc, code=2)
+    assert "sigma_x=1e-300 is outside the range [1e-15, 1e+15]" in msg
     assert not (tmp_path / "x.h5").exists()
 
 

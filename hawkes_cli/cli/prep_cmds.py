@@ -131,6 +131,7 @@ def simulate_cmd(
 ) -> None:
     """Simulate events from the model (branching representation) into an events file."""
     from ..data import save_events
+    from ..engine.base import out_of_range
     from ..model import parse_param_items
     from ..rundir import refuse_output
     from ..simulate import CountyMap, DensityGrid, simulate
@@ -140,6 +141,9 @@ def simulate_cmd(
     given = {item.partition("=")[0].strip() for item in params}
     items = [*params, *(f"{k}={v}" for k, v in _SIMULATE_PARAMS.items() if k not in given)]
     p = parse_param_items(items)
+    why = out_of_range(p)
+    if why is not None:  # a file of such parameters is one no engine could fit
+        raise UsageError(f"{why.partition(';')[0]}; choose a value inside it")
     region: dict[str, Any] = {}
     if geography == "us":
         ctx = click.get_current_context()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import shlex
 import sys
 import time
@@ -324,6 +325,26 @@ def devices_cmd(
         return
     _echo_device_table(checked, click.echo)
     _echo_gpu_hints(hints, err=False)
+    _warn_env_device()
+
+
+def _warn_env_device() -> None:
+    """A warning on stderr when ``HAWKES_OPENCL_DEVICE`` names none of the devices listed:
+    every command that picks a device would stop on it."""
+    from ..errors import DeviceError
+    from ..kernels import DEVICE_ENV, select_device
+
+    value = os.environ.get(DEVICE_ENV)
+    if not value:
+        return
+    try:
+        select_device(None)
+    except DeviceError:
+        click.echo(
+            f"warning: {DEVICE_ENV}={value} matches none of these devices; every command that "
+            "picks one stops on it: unset it, or name a device listed here",
+            err=True,
+        )
 
 
 def _echo_device_table(checked: list[tuple[Any, str | None]], echo: Any) -> None:
