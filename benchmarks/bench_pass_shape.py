@@ -79,7 +79,8 @@ _PARTS = {
 
 def edited_source(variant: str) -> str:
     """The truncated kernels' source for ``variant``: ``base``, a count of :data:`_COUNTS`
-    (``count-<what>``) or a part switched off (:data:`_PARTS`). Each edit must match once."""
+    (``count-<what>``) or a part switched off (:data:`_PARTS`). Each edit must find its text
+    (at least once; every occurrence is replaced)."""
     from hawkes_cli.kernels import truncated_source
 
     src = truncated_source()

@@ -45,7 +45,7 @@ from .diagnostics.cut import (
     CutCheck,
     summarise_cut,
 )
-from .diagnostics.options import MIN_CUT_DRAWS
+from .diagnostics.options import MIN_CUT_DRAWS, check_is_draws
 from .errors import UsageError
 from .parallel import SerialComm
 from .posterior import LogPosterior
@@ -135,11 +135,7 @@ class CutSettings:
             )
         if isinstance(self.is_draws, bool) or int(self.is_draws) < 0:
             raise UsageError(f"--cut-is-draws must be an integer >= 0, got {self.is_draws!r}")
-        if int(self.is_draws) > int(self.draws):
-            raise UsageError(
-                f"--cut-is-draws {self.is_draws} is more than the location draws (--cut-draws "
-                f"{self.draws}): at most one importance sample per draw"
-            )
+        check_is_draws(self.is_draws, self.draws)
         for name in ("max_newton", "max_evals", "is_outer", "is_inner"):
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"{name} must be a positive integer, got {getattr(self, name)!r}")

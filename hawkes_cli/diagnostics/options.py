@@ -7,7 +7,7 @@ from pathlib import Path
 
 from ..errors import UsageError
 
-__all__ = ["MIN_CUT_DRAWS", "DiagnoseOptions"]
+__all__ = ["MIN_CUT_DRAWS", "DiagnoseOptions", "check_is_draws"]
 
 MIN_CUT_DRAWS = 3
 """Fewest location draws of the cut-posterior check (a between-draw sd and its jackknife)."""
@@ -84,11 +84,8 @@ class DiagnoseOptions:
         k = self.cut_draws
         if k is not None and (isinstance(k, bool) or int(k) != k or k < MIN_CUT_DRAWS):
             raise UsageError(f"--cut-draws must be an integer >= {MIN_CUT_DRAWS}, got {k!r}")
-        if j is not None and k is not None and j > k:
-            raise UsageError(
-                f"--cut-is-draws {j} is more than the location draws (--cut-draws {k}): at "
-                "most one importance sample per draw"
-            )
+        if j is not None and k is not None:
+            check_is_draws(j, k)
         if self.burn is not None and (isinstance(self.burn, bool) or int(self.burn) < 0):
             raise UsageError(f"--burn must be an integer >= 0, got {self.burn!r}")
         if isinstance(self.thin, bool) or int(self.thin) < 1:
@@ -103,3 +100,12 @@ class DiagnoseOptions:
             object.__setattr__(self, "cut_draws", int(k))
         if j is not None:
             object.__setattr__(self, "cut_is_draws", int(j))
+
+
+def check_is_draws(is_draws: int, draws: int) -> None:
+    """Refuse more importance-sampled draws (``--cut-is-draws``) than location draws."""
+    if int(is_draws) > int(draws):
+        raise UsageError(
+            f"--cut-is-draws {is_draws} is more than the location draws (--cut-draws {draws}): "
+            "at most one importance sample per draw"
+        )

@@ -12,7 +12,7 @@ import numpy as np
 from ..errors import EventsError, UsageError
 from ..model import Params
 from ..vocab import EDGE_RENORMALIZED, PARAM_NAMES
-from .record import GofOptions, GofRun, Polygons, Posterior
+from .record import GofOptions, GofRun, Polygons, Posterior, parse_date
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..geo import PolygonLayer
@@ -170,22 +170,15 @@ def grid_layer(data: Any) -> PolygonLayer | None:
 
 def date_time(date: str, data: Any) -> float:
     """``--date`` in the data's time units."""
-    try:
-        return float(date)
-    except ValueError:
-        pass
     import datetime as dt
 
+    value = parse_date(date)
+    if isinstance(value, float):
+        return value
     origin = data.attrs.get("origin_date")
     if not origin:
         raise UsageError(
             f"--date {date!r}: give a time in the data's units (e.g. 120); a calendar date "
             f"needs the events file to record origin_date, which {data.source} does not"
         )
-    try:
-        day = dt.date.fromisoformat(date)
-    except ValueError:
-        raise UsageError(
-            f"--date {date!r} is neither a number nor an ISO date (YYYY-MM-DD)"
-        ) from None
-    return float((day - dt.date.fromisoformat(str(origin))).days)
+    return float((value - dt.date.fromisoformat(str(origin))).days)

@@ -3,6 +3,7 @@ along (each step returns a copy with its results added)."""
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -67,10 +68,8 @@ class GofOptions:
             raise UsageError(f"--gof-draws must be >= 1, got {self.draws}")
         if self.samples < 1:
             raise UsageError(f"--gof-samples must be >= 1, got {self.samples}")
-        if self.date is not None and not _number_or_iso_date(self.date):
-            raise UsageError(
-                f"--date {self.date!r} is neither a number nor an ISO date (YYYY-MM-DD)"
-            )
+        if self.date is not None:
+            parse_date(self.date)
         return self
 
     def stream(self, which: int) -> np.random.Generator:
@@ -191,17 +190,21 @@ class GofRun:
         return replace(self, written=self.written + paths, summary={**self.summary, **summary})
 
 
-def _number_or_iso_date(text: str) -> bool:
-    """Whether ``--date`` is a time (a number) or a calendar date (``YYYY-MM-DD``)."""
-    import datetime as dt
+def parse_date(text: str) -> float | dt.date:
+    """``--date`` as a time in the data's units (a number) or a calendar date (``YYYY-MM-DD``).
 
+    Raises
+    ------
+    UsageError
+        It is neither.
+    """
     try:
-        float(text)
-        return True
+        return float(text)
     except ValueError:
         pass
     try:
-        dt.date.fromisoformat(text)
-        return True
+        return dt.date.fromisoformat(text)
     except ValueError:
-        return False
+        raise UsageError(
+            f"--date {text!r} is neither a number nor an ISO date (YYYY-MM-DD)"
+        ) from None
