@@ -25,6 +25,11 @@ Laplace sd, the importance-sampling sd (se), their ratio (se), the skewness, and
 (MCSE) from the run's draws, with the ratio chains' sd / importance-sampling sd.
 
     python benchmarks/check_cut_laplace.py /tmp/cut200k/m1-shipped/run-m1 --name 200000-m1
+
+``--reference CHECK.json`` (a ``bench_cut.py`` result of a run on the same events file) serves
+a run without post-warm-up draws yet: the Newton steps start at that check's mode of draw
+``k`` with steps from the run's fast-start covariance (``RUN/chains/start.json``), and the
+chains' sds (MCSE) are that check's.
 """
 
 from __future__ import annotations
@@ -65,12 +70,16 @@ def main() -> None:
     ap.add_argument("--scale", type=float, default=1.2)
     ap.add_argument("--seed", type=int, default=20261128)
     ap.add_argument("--out", type=Path, default=RESULTS)
+    ap.add_argument("--reference", type=Path, default=None, help="a bench_cut.py JSON")
     args = ap.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     t0 = time.perf_counter()
 
-    draws = load_draws(args.run_dir, DiagnoseOptions())
-    logs, start, h = chain_start(draws)
+    if args.reference is None:
+        logs, start, h = chain_start(load_draws(args.run_dir, DiagnoseOptions()))
+        chains = {n: (float(np.std(v, ddof=1)), mcse_sd(v)) for n, v in logs.items()}
+    else:
+        start, h, chains = reference_start(args.reference, args.run_dir, args.draw)
     settings = CutSettings(
         is_outer=args.outer, is_inner=args.inner, is_df=args.df, is_scale=args.scale
     )
@@ -90,7 +99,7 @@ def main() -> None:
 
     rows = []
     for k, name in enumerate(PARAM_NAMES):
-        c_sd, c_se = float(np.std(logs[name], ddof=1)), mcse_sd(logs[name])
+        c_sd, c_se = chains[name]
         rows.append(
             {
                 "name": name,
@@ -111,6 +120,7 @@ def main() -> None:
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "host": platform.node(),
         "run_dir": str(args.run_dir),
+        "reference": None if args.reference is None else str(args.reference),
         "draw": args.draw,
         "outer": args.outer,
         "inner": args.inner,
@@ -128,6 +138,22 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / f"cut-laplace-{args.name}.txt").write_text(text)
     (args.out / f"cut-laplace-{args.name}.json").write_text(json.dumps(out, indent=1) + "\n")
+
+
+def reference_start(
+    reference: Path, run_dir: Path, k: int
+) -> tuple[np.ndarray, np.ndarray, dict[str, tuple[float, float]]]:
+    """Without the run's draws: the start (5,) = draw ``k``'s mode in the check ``reference``,
+    the steps (5,) ``sqrt(2)`` times the conditional sds of the run's fast-start covariance (as
+    :func:`~hawkes_cli.cutcheck.chain_start` takes them from the chains), and that check's
+    chains' sd and MCSE per parameter."""
+    cut = json.loads(reference.read_text())["runs"][0]["cut_check"]
+    start = np.array([cut["draws"][k]["mode"][n] for n in PARAM_NAMES])
+    doc = json.loads((run_dir / "chains" / "start.json").read_text())
+    cov = np.array(doc["start"]["cov"], dtype=float)
+    h = math.sqrt(2.0) / np.sqrt(np.diag(np.linalg.inv(cov)))
+    chains = {p["name"]: (p["chains_sd"], p["chains_se"]) for p in cut["parameters"]}
+    return start, h, chains
 
 
 def format_table(out: dict) -> str:

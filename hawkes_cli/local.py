@@ -30,12 +30,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from .chain_progress import Progress
 from .config import Config
 from .errors import HawkesError, UsageError
 from .geo import require_polygon_file
 from .kernels import check_gpu_use
 from .parallel import find_mpiexec
-from .rundir import Progress, RunDir
+from .rundir import RunDir
 from .vocab import (
     EXIT_STOPPED,
     LAUNCHER_PID_ENV,

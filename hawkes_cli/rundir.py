@@ -25,23 +25,26 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import logging
 import math
 import os
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import atomic
+from .chain_progress import Progress
 from .config.load import CONFIG_NAME, header_sha256, resolved_text
+from .config.schema import same_draws
 from .errors import OtherRunError, StorageError, UsageError
 from .storage import is_chain_file, read_chain, read_sidecar, sidecar_path, writer_holder
-from .vocab import PHASE_SAMPLING, PHASE_WARMUP
 
 if TYPE_CHECKING:  # pragma: no cover
     from .config import Config
 
+log = logging.getLogger(__name__)
 CHAINS_DIR = "chains"
 CONVERGED_NAME = "converged.json"
 LOGS_DIR = "logs"
@@ -231,86 +234,6 @@ class Checkpoint:
         )
 
 
-@dataclass(frozen=True)
-class Progress:
-    """A chain's progress record (rank 0 rewrites it every few seconds and at each phase change).
-
-    ``status`` is ``pending`` (nothing written yet), ``running``, ``stopped``, ``finished`` or
-    ``failed``; ``phase`` (one of :data:`PHASES`) says what a running chain is doing. Records
-    written before phases existed have no ``phase``, ``warmup``, ``elapsed``, ``evaluations``,
-    ``best_log_post`` or ``note`` (read as None; :meth:`current_phase` derives one); members
-    this version does not know are kept in ``extra``.
-
-    Attributes
-    ----------
-    iteration, iterations
-        The next iteration to run, and the chain's total (warm-up included).
-    it_per_s
-        Iterations per second of this process's loop in its current phase (warm-up, then
-        sampling from the end of warm-up; the loop's so far before the phase's first
-        iteration; None before the loop's first).
-    acceptance
-        Share of this process's iterations that moved (None before its first).
-    elapsed
-        Seconds since this process began driving the chain (set-up excluded).
-    evaluations, best_log_post
-        The fast start's log posterior evaluations so far and the best value seen (the
-        search's, on the subsample scaled to the full data, then the full posterior's).
-    note
-        What the phase waits for (e.g. another chain's fast start); for a running chain of
-        ``stop_when: converged``, its last convergence check; or None.
-    converge_at
-        ``stop_when: converged``: the iteration at which the last check's smallest ESS is
-        projected to reach its target (ESS in proportion to the draws after warm-up); None
-        when not projected.
-    """
-
-    chain: int
-    status: str
-    iteration: int
-    iterations: int
-    it_per_s: float | None = None
-    acceptance: float | None = None
-    loglik: float | None = None
-    draws_committed: int = 0
-    host: str | None = None
-    pid: int | None = None
-    updated: str | None = None
-    phase: str | None = None
-    warmup: int | None = None
-    elapsed: float | None = None
-    evaluations: int | None = None
-    best_log_post: float | None = None
-    note: str | None = None
-    converge_at: int | None = None
-    extra: Mapping[str, Any] = field(default_factory=dict)
-
-    def to_json(self) -> dict[str, Any]:
-        out = asdict(self)
-        out.update(out.pop("extra"))
-        return out
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Progress:
-        known = {f for f in cls.__dataclass_fields__ if f != "extra"}
-        return cls(
-            **{k: data[k] for k in known if k in data},
-            extra={k: v for k, v in data.items() if k not in known},
-        )
-
-    def current_phase(self) -> str:
-        """:attr:`phase`, or for a record without one (written before phases existed) the
-        status (``pending``, ``finished``, ``stopped``), or for a running one the warm-up or
-        sampling phase where the warm-up length is known, else ``running``."""
-        if self.phase:
-            return str(self.phase)
-        if self.status != "running":
-            return str(self.status)
-        if self.warmup is None:
-            return "running"
-        return PHASE_WARMUP if self.iteration < self.warmup else PHASE_SAMPLING
-
-
 # --------------------------------------------------------------------------- output guards
 
 
@@ -497,14 +420,17 @@ class RunDir:
             old = self.load_config()
             if old.sha256 == config.sha256:
                 return target
-            if not overwrite:
-                diff = old.differences(config)
-                shown = "; ".join(diff[:4]) + (f"; and {len(diff) - 4} more" if diff[4:] else "")
+            diff = old.differences(config)
+            shown = "; ".join(diff[:4]) + (f"; and {len(diff) - 4} more" if diff[4:] else "")
+            keeps = old.draws_sha256 == config.draws_sha256  # differs in RUN_ONLY_KEYS only
+            if not (overwrite or keeps):
                 raise OtherRunError(
                     f"{self.root} holds a run of a different config ({target}: {shown}); choose "
                     "another output.run_dir, or pass --overwrite to start that run afresh"
                 )
-            self._refuse_while_running("replace its config")
+            self._refuse_while_running("change its config" if keeps else "replace its config")
+            if keeps and not overwrite:  # told: the run's config changes under its draws
+                log.warning("%s changed: %s (no draw depends on these keys)", target, shown)
         atomic.write_text(target, resolved_text(config))
         return target
 
@@ -594,8 +520,8 @@ class RunDir:
                 "renamed or swapped; put each back under its own number, or start over with "
                 "--overwrite"
             )
-        sha = self._config_sha256()
-        if sha is not None and attrs["config_sha256"] != sha:
+        sha = self._other_config(attrs)
+        if sha is not None:
             raise StorageError(
                 f"{path} was written with another config (sha256 {attrs['config_sha256']}) than "
                 f"{self.config_path} ({sha}); move it to its own run directory, or start over "
@@ -614,14 +540,16 @@ class RunDir:
         )
         return ckpt
 
-    def _config_sha256(self) -> str | None:
-        """The sha256 on the first line of ``config.yaml`` (None without one)."""
+    def _other_config(self, attrs: Mapping[str, Any]) -> str | None:
+        """The sha256 of ``config.yaml`` if a chain file's config (its ``attrs``) differs from
+        it beyond :data:`~hawkes_cli.config.RUN_ONLY_KEYS`, else (or without one) None."""
         try:
-            with open(self.config_path, encoding="utf-8") as fh:
-                first = fh.readline()
+            text = self.config_path.read_text(encoding="utf-8")
         except OSError:
             return None
-        return header_sha256(first)
+        sha = header_sha256(text.partition("\n")[0])
+        mine = str(attrs.get("config_yaml", ""))
+        return None if sha in (None, attrs["config_sha256"]) or same_draws(mine, text) else sha
 
     def is_finished(self, chain_id: int) -> bool:
         """True when the chain's checkpoint, verified against its file

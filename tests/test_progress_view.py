@@ -9,6 +9,7 @@ import math
 
 import pytest
 
+from hawkes_cli.chain_progress import Progress
 from hawkes_cli.cli.progress_view import (
     LogCadence,
     ProgressDisplay,
@@ -19,7 +20,7 @@ from hawkes_cli.cli.progress_view import (
     format_rate,
     redraw,
 )
-from hawkes_cli.rundir import Progress, RunDir
+from hawkes_cli.rundir import RunDir
 from hawkes_cli.runner.progress import PROGRESS_SECONDS, ProgressWriter, projected_iteration
 
 

@@ -381,12 +381,32 @@ def test_other_config_or_chain_is_refused(tmp_path):
     write_draws(writer, 0, 5)
     writer.commit({"next": 5})
     writer.close()
-    _assert_refused(
-        path, "different config.*new run_dir.*--overwrite", make_meta(config_sha256="c" * 64)
-    )
+    other = make_meta(config_sha256="c" * 64, config_yaml="model: {kind: 2}\n")
+    _assert_refused(path, "different config.*new run_dir.*--overwrite", other)
     _assert_refused(path, "chain 3, not chain 4", make_meta(chain_id=4))
     _assert_refused(path, "datasets", make_meta(fields=FIELDS[:-1]))
     assert_rows(read_chain(path).draws, 5)
+
+
+def test_a_config_differing_in_run_only_keys_resumes_and_the_file_keeps_its_own(tmp_path):
+    """``output.commit_every`` (one of ``config.RUN_ONLY_KEYS``) changes no draw: the resume
+    goes on, and the rewritten file and its commit records keep the config it was made with."""
+    path = tmp_path / "chain-03.h5"
+    made = make_meta(config_yaml="model: {kind: 1}\noutput: {commit_every: 5}\n")
+    writer, _ = ChainWriter.open(path, made)
+    write_draws(writer, 0, 5)
+    writer.commit({"next": 5})
+    writer.close()
+    edited = make_meta(config_sha256="c" * 64, config_yaml=made.config_yaml.replace("5", "9"))
+    writer, checkpoint = ChainWriter.open(path, edited)
+    assert checkpoint == {"next": 5} and writer.n_committed == 5
+    write_draws(writer, 5, 8)
+    writer.commit({"next": 8})
+    writer.close()
+    attrs = read_chain(path).attrs
+    assert (attrs["config_sha256"], attrs["config_yaml"]) == (made.config_sha256, made.config_yaml)
+    assert read_sidecar(path)["config_sha256"] == made.config_sha256
+    assert_rows(read_chain(path).draws, 8)
 
 
 @pytest.mark.parametrize(

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TextIO
 
-from ..rundir import Progress
+from ..chain_progress import Progress
 from ..vocab import (
     PHASE_FAILED,
     PHASE_FAST_START,

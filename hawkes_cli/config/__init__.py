@@ -47,6 +47,7 @@ from .load import config_from_mapping, config_from_yaml_text, load_config
 from .schema import (
     INITIAL_AUTO,
     KEYS,
+    RUN_ONLY_KEYS,
     SECTIONS,
     ChainsConfig,
     Config,
@@ -57,12 +58,15 @@ from .schema import (
     SamplerConfig,
     SlurmConfig,
     default_warmup,
+    draws_digest,
+    same_draws,
 )
 from .slurm_options import slurm_time_seconds
 
 __all__ = [
     "INITIAL_AUTO",
     "KEYS",
+    "RUN_ONLY_KEYS",
     "SECTIONS",
     "ChainsConfig",
     "Config",
@@ -75,6 +79,8 @@ __all__ = [
     "config_from_mapping",
     "config_from_yaml_text",
     "default_warmup",
+    "draws_digest",
     "load_config",
+    "same_draws",
     "slurm_time_seconds",
 ]

@@ -490,6 +490,36 @@ class Config:
         """SHA-256 hex digest of :meth:`to_yaml`: equal for configs that resolve the same."""
         return hashlib.sha256(self.to_yaml().encode("utf-8")).hexdigest()
 
+    @property
+    def draws_sha256(self) -> str:
+        """:func:`draws_digest` of :meth:`to_yaml`: equal for configs whose chains make the
+        same draws (they may differ in :data:`RUN_ONLY_KEYS`)."""
+        return draws_digest(self.to_yaml())
+
+
+RUN_ONLY_KEYS: tuple[str, ...] = ("output.commit_every", "sampler.stop_when", "slurm")
+"""Keys (a whole section without a dot) that change how a run is driven but no draw it makes:
+a run directory takes a config that differs from its own only there without ``--overwrite``,
+and its chains resume (``RunDir.write_config``, ``storage.check_resume``)."""
+
+
+def draws_digest(config_yaml: str) -> str:
+    """SHA-256 hex digest of a resolved config's YAML (:meth:`Config.to_yaml`, the text a chain
+    file records; comment lines allowed) without :data:`RUN_ONLY_KEYS`."""
+    mapping = yaml.safe_load(config_yaml) or {}
+    for key in RUN_ONLY_KEYS:
+        section, _, name = key.partition(".")
+        if name:
+            (mapping.get(section) or {}).pop(name, None)
+        else:
+            mapping.pop(section, None)
+    return hashlib.sha256(yaml.safe_dump(mapping, sort_keys=False).encode("utf-8")).hexdigest()
+
+
+def same_draws(config_yaml: str, other_yaml: str) -> bool:
+    """Whether two resolved configs' YAML texts differ in :data:`RUN_ONLY_KEYS` at most."""
+    return draws_digest(config_yaml) == draws_digest(other_yaml)
+
 
 def _plain(f: dataclasses.Field[Any], value: Any) -> Any:
     """A field's value as plain YAML: paths as text, mappings as dicts (``sampler.initial``

@@ -25,8 +25,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from ..chain_progress import Progress
 from ..diagnostics.verdicts import ESS_WARN
-from ..rundir import Progress, RunDir
+from ..rundir import RunDir
 from ..vocab import (
     PHASE_FAILED,
     PHASE_FAST_START,

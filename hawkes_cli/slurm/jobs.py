@@ -61,14 +61,8 @@ def unfinished_nodes(config: Config, plan: Plan) -> list[int]:
 
 
 def _claim_run_dir(rdir: RunDir, config: Config) -> None:
-    """Write the resolved config; refuse a run of another config or one with live jobs."""
-    try:
-        rdir.write_config(config)
-    except OtherRunError:
-        raise OtherRunError(
-            f"{rdir.root} holds a run of a different config ({rdir.config_path}); choose "
-            "another output.run_dir, or remove that run directory to start afresh"
-        ) from None
+    """Refuse a run with live jobs or of another config; then write the resolved config (one
+    that differs in ``config.RUN_ONLY_KEYS`` only, e.g. ``slurm.time``, replaces the run's)."""
     active = active_jobs(rdir.root)
     if active:
         raise HawkesError(
@@ -76,6 +70,13 @@ def _claim_run_dir(rdir: RunDir, config: Config) -> None:
             f"or cancel them (hawkes-run cancel {shlex.quote(str(rdir.root))}) before "
             "submitting again"
         )
+    try:
+        rdir.write_config(config)
+    except OtherRunError:
+        raise OtherRunError(
+            f"{rdir.root} holds a run of a different config ({rdir.config_path}); choose "
+            "another output.run_dir, or remove that run directory to start afresh"
+        ) from None
 
 
 def _sbatch(sbatch: str, rdir: RunDir, array: str, plan: Plan) -> str:

@@ -3,6 +3,7 @@ what did it commit."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -11,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from ..config import same_draws
 from ..errors import StorageError
 from .h5files import h5_errors, open_reader
 from .reader import check_chain_file, check_no_rows, check_sidecar_matches, read_rows
@@ -34,12 +36,17 @@ class Committed:
         Committed rows.
     n_rows
         Rows in the file, uncommitted ones included.
+    meta
+        The identity to rewrite the file with: the resume's, but the config (text and sha256)
+        the file was created with, which the commit record names and which may differ from
+        the resume's in :data:`~hawkes_cli.config.RUN_ONLY_KEYS` only.
     """
 
     side: dict[str, Any] | None
     rows: dict[str, np.ndarray]
     n: int
     n_rows: int
+    meta: ChainMeta
 
 
 def read_committed(
@@ -74,7 +81,10 @@ def read_committed(
         check_fingerprint(side, meta.columns, rows, path)
     if check is not None:
         check(side)
-    return Committed(side=side, rows=rows, n=n, n_rows=n_rows)
+    kept = dataclasses.replace(
+        meta, config_yaml=found.config_yaml, config_sha256=found.config_sha256
+    )
+    return Committed(side=side, rows=rows, n=n, n_rows=n_rows, meta=kept)
 
 
 def check_resume(found: ChainMeta, meta: ChainMeta, path: Path) -> None:
@@ -107,7 +117,9 @@ def check_resume(found: ChainMeta, meta: ChainMeta, path: Path) -> None:
             "readable (hawkes-diagnose). Start a new run_dir, or pass --overwrite to discard "
             "its draws"
         )
-    if found.config_sha256 != meta.config_sha256:
+    if found.config_sha256 != meta.config_sha256 and not same_draws(
+        found.config_yaml, meta.config_yaml
+    ):
         raise StorageError(
             f"{path} was written with a different config (sha256 {found.config_sha256}, "
             f"now {meta.config_sha256}); use a new run_dir, or pass --overwrite to discard "

@@ -137,7 +137,8 @@ class ChainWriter:
             The chain file (``RUN_DIR/chains/chain-00.h5``); its directory is created.
         meta
             The chain's identity; a resumed file must have the same schema, ``chain_id``,
-            ``config_sha256`` and datasets.
+            ``config_sha256`` (or a config differing in ``RUN_ONLY_KEYS`` only: the file
+            keeps its own) and datasets.
         overwrite
             Discard any existing file and sidecar and start empty.
         check
@@ -206,7 +207,7 @@ class ChainWriter:
         check: Callable[[dict[str, Any] | None], None] | None = None,
     ) -> tuple[ChainWriter, dict[str, Any] | None]:
         committed = read_committed(path, meta, check)
-        n, rows = committed.n, committed.rows
+        n, rows, meta = committed.n, committed.rows, committed.meta
         digest = hashlib.sha256(rows_bytes(meta.columns, rows, 0, n))
         last = int(rows["iteration"][n - 1]) if n and "iteration" in rows else None
         # Rewrite the committed prefix as a fresh file (atomic replace): this truncates the

@@ -1,0 +1,106 @@
+# ruff: noqa: F811  (the events fixture is imported from test_runner, as pytest needs)
+"""A run keeps its draws when only keys that change no draw change (``RUN_ONLY_KEYS``:
+``output.commit_every``, ``sampler.stop_when``, ``slurm``): a stopped chain resumes under the
+new config, bit for bit the chain a run of either config makes; any other change is still
+refused without ``--overwrite``."""
+
+from __future__ import annotations
+
+import subprocess
+
+import numpy as np
+import pytest
+import yaml
+
+from hawkes_cli.config import RUN_ONLY_KEYS, draws_digest, load_config, same_draws
+from hawkes_cli.errors import OtherRunError, StorageError
+from hawkes_cli.rundir import RunDir
+from hawkes_cli.runner import run_chain
+from hawkes_cli.storage import read_chain
+from tests.test_runner import StopAfter, cli, draws, events, write_config  # noqa: F401
+
+pytestmark = pytest.mark.opencl
+
+RUN_ONLY = {
+    "output__commit_every": 7,
+    "sampler__stop_when": "converged",
+    "slurm__time": "48:00:00",
+    "slurm__partition": "long",
+}
+
+
+def test_the_digest_leaves_out_exactly_the_run_only_keys():
+    text = yaml.safe_dump(
+        {
+            "sampler": {"seed": 1, "stop_when": "iterations"},
+            "output": {"commit_every": 5},
+            "slurm": {"time": "1:00:00"},
+        }
+    )
+    other = text.replace("commit_every: 5", "commit_every: 9").replace("1:00:00", "2:00:00")
+    assert same_draws(text, other) and draws_digest(text) == draws_digest(other)
+    assert not same_draws(text, text.replace("seed: 1", "seed: 2"))
+    assert same_draws("# sha256: abc\n" + text, text)  # header ignored
+    assert set(RUN_ONLY_KEYS) == {"output.commit_every", "sampler.stop_when", "slurm"}
+
+
+def test_a_stopped_chain_resumes_under_changed_run_only_keys(tmp_path, events):
+    over = {"sampler__iterations": 60, "sampler__warmup": 20}
+    ref = load_config(write_config(tmp_path, events, "ref", **over))
+    run_chain(ref, 0)
+    first = load_config(write_config(tmp_path, events, "run", **over))
+    assert run_chain(first, 0, stop=StopAfter(30)).stopped
+    run_dir = RunDir(first.output.run_dir)
+    before = read_chain(run_dir.chain_path(0)).attrs["config_sha256"]
+    changed = load_config(write_config(tmp_path, events, "run", **over, **RUN_ONLY))
+    assert changed.sha256 != first.sha256 and changed.draws_sha256 == first.draws_sha256
+    assert run_chain(changed, 0).finished
+    # the draws are the uninterrupted run's; the file keeps the config it was created with,
+    # config.yaml holds the new one, and the finished chain reads as finished
+    want, got = draws(ref.output.run_dir), draws(run_dir.root)
+    for key in want:
+        np.testing.assert_array_equal(got[key], want[key], err_msg=key)
+    assert read_chain(run_dir.chain_path(0)).attrs["config_sha256"] == before
+    assert run_dir.load_config().output.commit_every == 7
+    assert run_dir.is_finished(0)
+
+
+@pytest.mark.parametrize("key", ["sampler__seed", "sampler__iterations", "chains__count"])
+def test_any_other_change_is_still_refused(tmp_path, events, key):
+    base = {"sampler__iterations": 40, "sampler__warmup": 10}
+    first = load_config(write_config(tmp_path, events, "run", **base))
+    assert run_chain(first, 0, stop=StopAfter(15)).stopped
+    value = {"sampler__seed": 8, "sampler__iterations": 50, "chains__count": 3}[key]
+    other = load_config(write_config(tmp_path, events, "run", **{**base, key: value}))
+    with pytest.raises(OtherRunError, match="different config"):
+        run_chain(other, 0)
+
+
+def test_a_run_only_change_waits_for_running_chains(tmp_path, events, monkeypatch):
+    """``config.yaml`` is not changed under a chain that is writing (its lock is held)."""
+    over = {"sampler__iterations": 40, "sampler__warmup": 10}
+    first = load_config(write_config(tmp_path, events, "run", **over))
+    assert run_chain(first, 0, stop=StopAfter(15)).stopped
+    run_dir = RunDir(first.output.run_dir)
+    monkeypatch.setattr("hawkes_cli.rundir.writer_holder", lambda path: "pid 1 on here")
+    changed = load_config(write_config(tmp_path, events, "run", **over, **RUN_ONLY))
+    with pytest.raises(StorageError, match=r"cannot change its config: chain 0 .* is running"):
+        run_dir.write_config(changed)
+    assert run_dir.load_config().sha256 == first.sha256
+
+
+def test_local_resumes_with_a_new_commit_every(tmp_path, events):
+    """The command a user runs: ``hawkes-run local`` on the edited config, no --overwrite."""
+    over = {"sampler__iterations": 40, "sampler__warmup": 10}
+    path = write_config(tmp_path, events, "run", **over)
+    first = load_config(path)
+    assert run_chain(first, 0, stop=StopAfter(15)).stopped
+    edited = write_config(tmp_path, events, "run", **over, output__commit_every=3)
+    proc = subprocess.run(cli("local", str(edited)), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert "changed: output.commit_every: 20 -> 3 (no draw depends" in proc.stderr  # told once
+    assert proc.stderr.count("changed: output.commit_every") == 1
+    run_dir = RunDir(first.output.run_dir)
+    assert all(run_dir.is_finished(k) for k in range(2))
+    assert run_dir.load_config().output.commit_every == 3
