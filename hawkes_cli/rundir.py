@@ -105,6 +105,9 @@ class Checkpoint:
         True when the chain ended before ``iterations`` because the run converged
         (``sampler.stop_when: converged``, :mod:`hawkes_cli.runner.converged`); then
         ``finished`` too.
+    iterations
+        The chain's ``sampler.iterations`` when it committed (None in records written before
+        the member existed: then the chain file's); ``finished`` is relative to it.
     """
 
     iteration: int
@@ -119,6 +122,13 @@ class Checkpoint:
     bound_exceedances: int = 0
     worst_bound: float = 0.0
     converged: bool = False
+    iterations: int | None = None
+
+    def done(self, iterations: int) -> bool:
+        """Whether the chain is complete for a config of ``iterations`` iterations: it ended
+        because the run converged, or it ran them all (a finished chain whose
+        ``sampler.iterations`` was raised since is not: it resumes)."""
+        return self.finished and (self.converged or self.iteration >= iterations)
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready dict (the ``checkpoint`` member of the commit record)."""
@@ -145,7 +155,8 @@ class Checkpoint:
         draws, last_iteration
             The commit record's draw count and last row's iteration (None: not recorded).
         iterations, thin
-            The chain's configured iterations (warm-up included) and thinning.
+            The chain's configured iterations (warm-up included; the checkpoint's own
+            :attr:`iterations` when it records them) and thinning.
 
         Raises
         ------
@@ -153,6 +164,7 @@ class Checkpoint:
             Naming ``where`` and the disagreement.
         """
         it = self.iteration
+        iterations = iterations if self.iterations is None else self.iterations
         problem = None
         if it > iterations:
             problem = f"iteration {it} is beyond the chain's {iterations} iterations"
@@ -190,6 +202,12 @@ class Checkpoint:
                     f"{where}: checkpoint member {key!r} must be {what}, got {value!r}; the "
                     "checkpoint is damaged: restore it, or start over with --overwrite"
                 )
+            return value
+
+        def need_iterations() -> int:
+            value = need("iterations", (int,), "an integer >= 1")
+            if value < 1:
+                raise StorageError(f"{where}: checkpoint iterations {value} is not >= 1")
             return value
 
         def optional(key: str) -> Mapping[str, Any] | None:
@@ -231,6 +249,7 @@ class Checkpoint:
             bound_exceedances=bound_exceedances,
             worst_bound=float(worst_bound),
             converged=need("converged", (bool,), "true or false") if "converged" in data else False,
+            iterations=None if data.get("iterations") is None else need_iterations(),
         )
 
 
@@ -561,7 +580,7 @@ class RunDir:
             The file, its record or its checkpoint is damaged or disagrees.
         """
         ckpt = self.verified_checkpoint(chain_id)
-        return bool(ckpt and ckpt.finished)
+        return bool(ckpt and ckpt.done(self.load_config().sampler.iterations))
 
     def write_progress(self, progress: Progress) -> None:
         """Replace the chain's progress record."""

@@ -1,11 +1,12 @@
 # ruff: noqa: F811  (the events fixture is imported from test_runner, as pytest needs)
 """A run keeps its draws when only keys that change no draw change (``RUN_ONLY_KEYS``:
-``output.commit_every``, ``sampler.stop_when``, ``slurm``): a stopped chain resumes under the
-new config, bit for bit the chain a run of either config makes; any other change is still
-refused without ``--overwrite``."""
+``output.commit_every``, ``sampler.iterations``, ``sampler.stop_when``, ``slurm``): a stopped
+chain resumes under the new config, bit for bit the chain a run of either config makes; more
+iterations extend finished chains; any other change is still refused without ``--overwrite``."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 
 import numpy as np
@@ -13,10 +14,13 @@ import pytest
 import yaml
 
 from hawkes_cli.config import RUN_ONLY_KEYS, draws_digest, load_config, same_draws
-from hawkes_cli.errors import OtherRunError, StorageError
+from hawkes_cli.diagnostics import DiagnoseOptions
+from hawkes_cli.diagnostics.read import read_chain_file
+from hawkes_cli.errors import ConfigError, OtherRunError, StorageError
 from hawkes_cli.rundir import RunDir
 from hawkes_cli.runner import run_chain
-from hawkes_cli.storage import read_chain
+from hawkes_cli.storage import read_chain, read_sidecar, sidecar_path
+from hawkes_cli.storage.record import record_digest
 from tests.test_runner import StopAfter, cli, draws, events, write_config  # noqa: F401
 
 pytestmark = pytest.mark.opencl
@@ -41,7 +45,12 @@ def test_the_digest_leaves_out_exactly_the_run_only_keys():
     assert same_draws(text, other) and draws_digest(text) == draws_digest(other)
     assert not same_draws(text, text.replace("seed: 1", "seed: 2"))
     assert same_draws("# sha256: abc\n" + text, text)  # header ignored
-    assert set(RUN_ONLY_KEYS) == {"output.commit_every", "sampler.stop_when", "slurm"}
+    assert set(RUN_ONLY_KEYS) == {
+        "output.commit_every",
+        "sampler.iterations",
+        "sampler.stop_when",
+        "slurm",
+    }
 
 
 def test_a_stopped_chain_resumes_under_changed_run_only_keys(tmp_path, events):
@@ -65,12 +74,12 @@ def test_a_stopped_chain_resumes_under_changed_run_only_keys(tmp_path, events):
     assert run_dir.is_finished(0)
 
 
-@pytest.mark.parametrize("key", ["sampler__seed", "sampler__iterations", "chains__count"])
+@pytest.mark.parametrize("key", ["sampler__seed", "sampler__warmup", "chains__count"])
 def test_any_other_change_is_still_refused(tmp_path, events, key):
     base = {"sampler__iterations": 40, "sampler__warmup": 10}
     first = load_config(write_config(tmp_path, events, "run", **base))
     assert run_chain(first, 0, stop=StopAfter(15)).stopped
-    value = {"sampler__seed": 8, "sampler__iterations": 50, "chains__count": 3}[key]
+    value = {"sampler__seed": 8, "sampler__warmup": 12, "chains__count": 3}[key]
     other = load_config(write_config(tmp_path, events, "run", **{**base, key: value}))
     with pytest.raises(OtherRunError, match="different config"):
         run_chain(other, 0)
@@ -104,3 +113,78 @@ def test_local_resumes_with_a_new_commit_every(tmp_path, events):
     run_dir = RunDir(first.output.run_dir)
     assert all(run_dir.is_finished(k) for k in range(2))
     assert run_dir.load_config().output.commit_every == 3
+    # then more draws for both finished chains: raise the iterations and run again
+    more = write_config(tmp_path, events, "run", **{**over, "sampler__iterations": 50})
+    proc = subprocess.run(cli("local", str(more)), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "sampler.iterations: 40 -> 50" in proc.stderr
+    assert all(run_dir.is_finished(k) for k in range(2))
+    assert [len(draws(run_dir.root, k)["iteration"]) for k in range(2)] == [50, 50]
+
+
+@pytest.mark.parametrize("legacy", [False, True], ids=["record", "record-without-iterations"])
+def test_more_iterations_extend_finished_chains(tmp_path, events, legacy):
+    """40 iterations run to the end, then the config asks 60: the chain is no longer finished,
+    resumes, and its 60 draws are those of a 60-iteration run. ``legacy``: a commit record of
+    an earlier version, whose checkpoint does not record its iterations (the file's count)."""
+    ref = load_config(
+        write_config(tmp_path, events, "ref", sampler__iterations=60, sampler__warmup=20)
+    )
+    run_chain(ref, 0)
+    first = load_config(
+        write_config(tmp_path, events, "run", sampler__iterations=40, sampler__warmup=20)
+    )
+    assert run_chain(first, 0).finished
+    run_dir = RunDir(first.output.run_dir)
+    side_path = sidecar_path(run_dir.chain_path(0))
+    if legacy:
+        side = json.loads(side_path.read_text())
+        del side["checkpoint"]["iterations"]
+        side["record_sha256"] = record_digest(side)
+        side_path.write_text(json.dumps(side))
+    assert run_dir.is_finished(0)
+    longer = load_config(
+        write_config(tmp_path, events, "run", sampler__iterations=60, sampler__warmup=20)
+    )
+    run_dir.write_config(longer)
+    assert not run_dir.is_finished(0)
+    assert run_chain(longer, 0).finished
+    want, got = draws(ref.output.run_dir), draws(run_dir.root)
+    for key in want:
+        np.testing.assert_array_equal(got[key], want[key], err_msg=key)
+    assert read_sidecar(run_dir.chain_path(0))["checkpoint"]["iterations"] == 60
+    assert read_chain(run_dir.chain_path(0)).attrs["iterations"] == 40  # the file's own
+    assert run_dir.is_finished(0)
+    read = read_chain_file(run_dir.chain_path(0), DiagnoseOptions())
+    assert (read.iterations_planned, read.iterations_done, read.finished) == (60, 60, True)
+
+
+def test_fewer_iterations_than_a_chain_ran_are_refused(tmp_path, events):
+    over = {"sampler__iterations": 40, "sampler__warmup": 10}
+    first = load_config(write_config(tmp_path, events, "run", **over))
+    assert run_chain(first, 0, stop=StopAfter(30)).stopped
+    run_dir = RunDir(first.output.run_dir)
+    before = {p: p.read_bytes() for p in run_dir.chains_dir.iterdir() if p.suffix != ".lock"}
+    fewer = load_config(
+        write_config(tmp_path, events, "run", **{**over, "sampler__iterations": 25})
+    )
+    with pytest.raises(ConfigError, match=r"chain 0 has run 30 iterations, more than "
+                       r"sampler.iterations \(25\); set it to 30 or more"):  # fmt: skip
+        run_chain(fewer, 0)
+    after = {p: p.read_bytes() for p in run_dir.chains_dir.iterdir() if p.suffix != ".lock"}
+    assert {p: b for p, b in after.items() if p.suffix != ".json" or "ckpt" in p.name} == {
+        p: b for p, b in before.items() if p.suffix != ".json" or "ckpt" in p.name
+    }
+
+
+def test_a_default_warmup_that_follows_the_iterations_keeps_them_in_the_identity(tmp_path):
+    """``warmup`` left out resolves to ``iterations // 10``: more iterations then change the
+    warm-up, hence the draws, and the run's identity."""
+    from hawkes_cli.config import config_from_mapping
+
+    def config(iterations: int, **sampler):
+        mapping = {"data": {"events": "x.h5"}, "sampler": {"iterations": iterations, **sampler}}
+        return config_from_mapping(mapping, where="test", base_dir=tmp_path)
+
+    assert config(500).draws_sha256 != config(600).draws_sha256
+    assert config(500, warmup=50).draws_sha256 == config(600, warmup=50).draws_sha256

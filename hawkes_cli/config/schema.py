@@ -497,10 +497,19 @@ class Config:
         return draws_digest(self.to_yaml())
 
 
-RUN_ONLY_KEYS: tuple[str, ...] = ("output.commit_every", "sampler.stop_when", "slurm")
+RUN_ONLY_KEYS: tuple[str, ...] = (
+    "output.commit_every",
+    "sampler.iterations",
+    "sampler.stop_when",
+    "slurm",
+)
 """Keys (a whole section without a dot) that change how a run is driven but no draw it makes:
 a run directory takes a config that differs from its own only there without ``--overwrite``,
-and its chains resume (``RunDir.write_config``, ``storage.check_resume``)."""
+and its chains resume (``RunDir.write_config``, ``storage.check_resume``). More
+``sampler.iterations`` extend finished chains (each checkpoint records the iterations it ran
+for, ``rundir.Checkpoint.iterations``); fewer than a chain has run are refused on its resume.
+A resolved ``sampler.warmup`` that follows the iterations changes with them, and then the
+draws do: that is refused."""
 
 
 def draws_digest(config_yaml: str) -> str:

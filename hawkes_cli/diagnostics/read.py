@@ -119,6 +119,7 @@ class ChainRead:
     finished: bool
     bound_exceedances: int = 0
     worst_bound: float = 0.0
+    planned: int | None = None  # the checkpoint's iterations (a run extended since it began)
 
     @property
     def used(self) -> bool:
@@ -132,8 +133,9 @@ class ChainRead:
 
     @property
     def iterations_planned(self) -> int:
-        """The configured total of iterations (root attribute ``iterations``)."""
-        return self.meta.iterations
+        """The configured total of iterations: the last checkpoint's, else the chain file's
+        (root attribute ``iterations``: those it began with)."""
+        return self.meta.iterations if self.planned is None else self.planned
 
     def summary(self, used: bool) -> ChainSummary:
         """The chain as the report shows it (``used``: whether its draws were taken)."""
@@ -209,7 +211,11 @@ def read_chain_file(path: Path, options: DiagnoseOptions) -> ChainRead:
     acceptance = None
     if "accepted" in draws and iters_after.size:
         acceptance = float(np.mean(np.asarray(draws["accepted"])[keep] != 0))
-    done, finished = _progress(cd.checkpoint or {}, iters_all, cd.n_committed, meta.iterations)
+    planned = (cd.checkpoint or {}).get("iterations")
+    planned = planned if isinstance(planned, int) and not isinstance(planned, bool) else None
+    done, finished = _progress(
+        cd.checkpoint or {}, iters_all, cd.n_committed, planned or meta.iterations
+    )
     log.debug("%s: %d committed draws, %d used", path, cd.n_committed, len(iters_after[sl]))
     return ChainRead(
         chain_id=meta.chain_id,
@@ -225,6 +231,7 @@ def read_chain_file(path: Path, options: DiagnoseOptions) -> ChainRead:
         iterations_done=done,
         finished=finished,
         **_bound_report(cd.checkpoint or {}),
+        planned=planned,
     )
 
 

@@ -300,5 +300,6 @@ class _Loop:
             bound_exceedances=rank.bound_exceedances,
             worst_bound=rank.worst_bound,
             converged=self.converged and iteration < self.setup.config.sampler.iterations,
+            iterations=self.setup.config.sampler.iterations,
         )
         self.writer.commit(checkpoint.to_json())

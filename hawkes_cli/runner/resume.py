@@ -17,19 +17,23 @@ import numpy as np
 
 from ..distributed import ChainSetup, DistributedLikelihood
 from ..engine.choice import TriggerChoice
-from ..errors import StorageError
+from ..errors import ConfigError, StorageError
 from ..posterior import Density, LogPosterior
 from ..rundir import Checkpoint
 from ..sampler import SamplerState
 from ..start import StartResult
+from ..storage import ChainMeta
 from ..vocab import PARAM_NAMES
 
 __all__ = ["check_record", "resume", "start_result"]
 
 
-def check_record(setup: ChainSetup, where: str, record: Mapping[str, Any] | None) -> None:
+def check_record(
+    setup: ChainSetup, where: str, record: Mapping[str, Any] | None, found: ChainMeta
+) -> None:
     """Refuse to resume from a commit record whose checkpoint is damaged or does not fit the
-    committed draws (called before the chain file is rewritten, so a refusal touches nothing).
+    committed draws (called before the chain file, of identity ``found``, is rewritten, so a
+    refusal touches nothing), or whose chain ran past the config's ``sampler.iterations``.
 
     Every member the resume restores is tried on a scratch object first: the checkpoint's
     agreement with the draws (:meth:`Checkpoint.check_commit`), both random streams' states,
@@ -45,8 +49,15 @@ def check_record(setup: ChainSetup, where: str, record: Mapping[str, Any] | None
     sc = setup.config.sampler
     checkpoint = Checkpoint.from_json(record["checkpoint"], where)
     checkpoint.check_commit(
-        record["draws"], record.get("last_iteration"), sc.iterations, sc.thin, where
+        record["draws"], record.get("last_iteration"), found.iterations, sc.thin, where
     )
+    if checkpoint.iteration > sc.iterations:
+        raise ConfigError(
+            f"{setup.config.source}: chain {setup.chain_id} has run {checkpoint.iteration} "
+            f"iterations, more than sampler.iterations ({sc.iterations}); set it to "
+            f"{checkpoint.iteration} or more to resume (its draws stay), or start over with "
+            "--overwrite"
+        )
     for key in ("rng", "loc_rng"):
         state = getattr(checkpoint, key)
         if state is None:

@@ -251,6 +251,7 @@ def _chain_status(
         state = states.get(job) or (states.get(raw) if raw else None)
         if state is None:
             state = task_state(states, job.split("_")[0], node)
+    done = bool(ckpt and ckpt.done(config.sampler.iterations))
     return ChainStatus(
         chain=chain,
         node=node,
@@ -261,8 +262,8 @@ def _chain_status(
         last_commit=(side or {}).get("committed_at"),
         job=job,
         state=state,
-        finished=bool(ckpt and ckpt.finished) and problem is None,
-        phase=PHASE_FINISHED if ckpt and ckpt.finished else prog.current_phase(),
+        finished=done and problem is None,
+        phase=PHASE_FINISHED if done else prog.current_phase(),
         problem=problem,
     )
 

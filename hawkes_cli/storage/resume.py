@@ -37,9 +37,10 @@ class Committed:
     n_rows
         Rows in the file, uncommitted ones included.
     meta
-        The identity to rewrite the file with: the resume's, but the config (text and sha256)
-        the file was created with, which the commit record names and which may differ from
-        the resume's in :data:`~hawkes_cli.config.RUN_ONLY_KEYS` only.
+        The identity to rewrite the file with: the resume's, but the config (text, sha256 and
+        iterations) the file was created with, which the commit record names and which may
+        differ from the resume's in :data:`~hawkes_cli.config.RUN_ONLY_KEYS` only (a
+        checkpoint records the iterations it ran for).
     """
 
     side: dict[str, Any] | None
@@ -52,13 +53,13 @@ class Committed:
 def read_committed(
     path: Path,
     meta: ChainMeta,
-    check: Callable[[dict[str, Any] | None], None] | None = None,
+    check: Callable[[dict[str, Any] | None, ChainMeta], None] | None = None,
 ) -> Committed:
     """Read what ``path`` committed, refusing a file that cannot be resumed as ``meta``.
 
     The file is only read (through a SWMR reader): its identity (:func:`check_resume`), its
     commit record (which must match it) and the committed rows (which must match the record's
-    fingerprint); then ``check`` is called with the verified record.
+    fingerprint); then ``check`` is called with the verified record and the file's identity.
 
     Raises
     ------
@@ -80,9 +81,12 @@ def read_committed(
     if side is not None:
         check_fingerprint(side, meta.columns, rows, path)
     if check is not None:
-        check(side)
+        check(side, found)
     kept = dataclasses.replace(
-        meta, config_yaml=found.config_yaml, config_sha256=found.config_sha256
+        meta,
+        config_yaml=found.config_yaml,
+        config_sha256=found.config_sha256,
+        iterations=found.iterations,
     )
     return Committed(side=side, rows=rows, n=n, n_rows=n_rows, meta=kept)
 

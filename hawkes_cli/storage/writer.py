@@ -127,7 +127,7 @@ class ChainWriter:
         meta: ChainMeta,
         *,
         overwrite: bool = False,
-        check: Callable[[dict[str, Any] | None], None] | None = None,
+        check: Callable[[dict[str, Any] | None, ChainMeta], None] | None = None,
     ) -> tuple[ChainWriter, dict[str, Any] | None]:
         """Create a new chain file, or resume an existing one.
 
@@ -142,8 +142,9 @@ class ChainWriter:
         overwrite
             Discard any existing file and sidecar and start empty.
         check
-            Called on resume with the verified commit record (None without one) before the
-            file is rewritten; raises (a StorageError) to refuse the resume, files untouched.
+            Called on resume with the verified commit record (None without one) and the file's
+            identity before the file is rewritten; raises (a StorageError) to refuse the
+            resume, files untouched.
 
         Returns
         -------
@@ -204,7 +205,7 @@ class ChainWriter:
         path: Path,
         meta: ChainMeta,
         lock: WriterLock,
-        check: Callable[[dict[str, Any] | None], None] | None = None,
+        check: Callable[[dict[str, Any] | None, ChainMeta], None] | None = None,
     ) -> tuple[ChainWriter, dict[str, Any] | None]:
         committed = read_committed(path, meta, check)
         n, rows, meta = committed.n, committed.rows, committed.meta
