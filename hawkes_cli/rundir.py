@@ -40,6 +40,7 @@ from .config.load import CONFIG_NAME, header_sha256, resolved_text
 from .config.schema import same_draws
 from .errors import OtherRunError, StorageError, UsageError
 from .storage import is_chain_file, read_chain, read_sidecar, sidecar_path, writer_holder
+from .vocab import STOP_CONVERGED
 
 if TYPE_CHECKING:  # pragma: no cover
     from .config import Config
@@ -124,11 +125,13 @@ class Checkpoint:
     converged: bool = False
     iterations: int | None = None
 
-    def done(self, iterations: int) -> bool:
-        """Whether the chain is complete for a config of ``iterations`` iterations: it ended
-        because the run converged, or it ran them all (a finished chain whose
-        ``sampler.iterations`` was raised since is not: it resumes)."""
-        return self.finished and (self.converged or self.iteration >= iterations)
+    def done(self, iterations: int, stop_when: str = STOP_CONVERGED) -> bool:
+        """Whether the chain is complete for a config of ``iterations`` and ``stop_when``: it
+        ran them all, or it ended because the run converged and the config still stops there
+        (a finished chain whose ``sampler.iterations`` was raised since, or that converged
+        where the config now says ``stop_when: iterations``, resumes)."""
+        ended = self.converged and stop_when == STOP_CONVERGED
+        return self.finished and (ended or self.iteration >= iterations)
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready dict (the ``checkpoint`` member of the commit record)."""
@@ -580,7 +583,8 @@ class RunDir:
             The file, its record or its checkpoint is damaged or disagrees.
         """
         ckpt = self.verified_checkpoint(chain_id)
-        return bool(ckpt and ckpt.done(self.load_config().sampler.iterations))
+        sc = self.load_config().sampler
+        return bool(ckpt and ckpt.done(sc.iterations, sc.stop_when))
 
     def write_progress(self, progress: Progress) -> None:
         """Replace the chain's progress record."""

@@ -188,3 +188,19 @@ def test_a_default_warmup_that_follows_the_iterations_keeps_them_in_the_identity
 
     assert config(500).draws_sha256 != config(600).draws_sha256
     assert config(500, warmup=50).draws_sha256 == config(600, warmup=50).draws_sha256
+
+
+def test_when_a_finished_chain_is_done():
+    """A chain that ran its iterations is done until they are raised; one that ended because
+    the run converged is done while the config stops there, not after
+    ``stop_when: iterations``."""
+    from hawkes_cli.rundir import Checkpoint
+
+    def ckpt(iteration: int, converged: bool) -> Checkpoint:
+        return Checkpoint(iteration, {}, {}, 0.0, 0.0, True, converged=converged, iterations=40)
+
+    ran, converged = ckpt(40, False), ckpt(25, True)
+    assert ran.done(40) and ran.done(30) and not ran.done(60)
+    assert ran.done(40, "iterations") and not ran.done(60, "iterations")
+    assert converged.done(40, "converged") and converged.done(60, "converged")
+    assert not converged.done(40, "iterations") and converged.done(25, "iterations")

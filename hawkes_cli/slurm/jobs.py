@@ -251,7 +251,7 @@ def _chain_status(
         state = states.get(job) or (states.get(raw) if raw else None)
         if state is None:
             state = task_state(states, job.split("_")[0], node)
-    done = bool(ckpt and ckpt.done(config.sampler.iterations))
+    done = bool(ckpt and ckpt.done(config.sampler.iterations, config.sampler.stop_when))
     return ChainStatus(
         chain=chain,
         node=node,
