@@ -38,7 +38,7 @@ from . import atomic
 from .chain_progress import Progress
 from .config.load import CONFIG_NAME, header_sha256, resolved_text
 from .config.schema import same_draws
-from .errors import OtherRunError, StorageError, UsageError
+from .errors import ConfigError, OtherRunError, StorageError, UsageError
 from .storage import is_chain_file, read_chain, read_sidecar, sidecar_path, writer_holder
 from .vocab import STOP_CONVERGED
 
@@ -451,10 +451,23 @@ class RunDir:
                     "another output.run_dir, or pass --overwrite to start that run afresh"
                 )
             self._refuse_while_running("change its config" if keeps else "replace its config")
+            if keeps and not overwrite:
+                self._refuse_fewer(config.sampler.iterations, config.source or target)
             if keeps and not overwrite:  # told: the run's config changes under its draws
                 log.warning("%s changed: %s (no draw depends on these keys)", target, shown)
         atomic.write_text(target, resolved_text(config))
         return target
+
+    def _refuse_fewer(self, iterations: int, where: Any) -> None:
+        """Raise :class:`ConfigError` when a chain has run more than ``iterations``."""
+        ran = [(c.iteration, k) for k, _ in self.chain_files() if (c := self.checkpoint(k))]
+        most, chain = max(ran, default=(0, 0))
+        if most > iterations:
+            raise ConfigError(
+                f"{where}: chain {chain} of {self.root} has run {most} iterations, more than "
+                f"sampler.iterations ({iterations}); set it to {most} or more (nothing was "
+                "changed)"
+            )
 
     def _refuse_while_running(self, what: str) -> None:
         """Raise :class:`StorageError` when a chain of this directory is being written."""

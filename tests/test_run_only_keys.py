@@ -168,9 +168,10 @@ def test_fewer_iterations_than_a_chain_ran_are_refused(tmp_path, events):
     fewer = load_config(
         write_config(tmp_path, events, "run", **{**over, "sampler__iterations": 25})
     )
-    with pytest.raises(ConfigError, match=r"chain 0 has run 30 iterations, more than "
+    with pytest.raises(ConfigError, match=r"chain 0 of .* has run 30 iterations, more than "
                        r"sampler.iterations \(25\); set it to 30 or more"):  # fmt: skip
         run_chain(fewer, 0)
+    assert run_dir.load_config().sha256 == first.sha256
     after = {p: p.read_bytes() for p in run_dir.chains_dir.iterdir() if p.suffix != ".lock"}
     assert {p: b for p, b in after.items() if p.suffix != ".json" or "ckpt" in p.name} == {
         p: b for p, b in before.items() if p.suffix != ".json" or "ckpt" in p.name

@@ -507,9 +507,9 @@ RUN_ONLY_KEYS: tuple[str, ...] = (
 a run directory takes a config that differs from its own only there without ``--overwrite``,
 and its chains resume (``RunDir.write_config``, ``storage.check_resume``). More
 ``sampler.iterations`` extend finished chains (each checkpoint records the iterations it ran
-for, ``rundir.Checkpoint.iterations``); fewer than a chain has run are refused on its resume.
-A resolved ``sampler.warmup`` that follows the iterations changes with them, and then the
-draws do: that is refused."""
+for, ``rundir.Checkpoint.iterations``); fewer than a chain has run are refused. A resolved
+``sampler.warmup`` that follows the iterations changes with them, and then the draws do: that
+is refused."""
 
 
 def draws_digest(config_yaml: str) -> str:

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..distributed import ChainSetup, DistributedLikelihood
 from ..engine.choice import TriggerChoice
-from ..errors import ConfigError, StorageError
+from ..errors import StorageError
 from ..posterior import Density, LogPosterior
 from ..rundir import Checkpoint
 from ..sampler import SamplerState
@@ -33,7 +33,7 @@ def check_record(
 ) -> None:
     """Refuse to resume from a commit record whose checkpoint is damaged or does not fit the
     committed draws (called before the chain file, of identity ``found``, is rewritten, so a
-    refusal touches nothing), or whose chain ran past the config's ``sampler.iterations``.
+    refusal touches nothing).
 
     Every member the resume restores is tried on a scratch object first: the checkpoint's
     agreement with the draws (:meth:`Checkpoint.check_commit`), both random streams' states,
@@ -51,13 +51,6 @@ def check_record(
     checkpoint.check_commit(
         record["draws"], record.get("last_iteration"), found.iterations, sc.thin, where
     )
-    if checkpoint.iteration > sc.iterations:
-        raise ConfigError(
-            f"{setup.config.source}: chain {setup.chain_id} has run {checkpoint.iteration} "
-            f"iterations, more than sampler.iterations ({sc.iterations}); set it to "
-            f"{checkpoint.iteration} or more to resume (its draws stay), or start over with "
-            "--overwrite"
-        )
     for key in ("rng", "loc_rng"):
         state = getattr(checkpoint, key)
         if state is None:
