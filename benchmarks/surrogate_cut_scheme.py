@@ -15,8 +15,8 @@ t draw around the mode, ``start/find.py``), adapted during warm-up, one location
 ``W`` is the conditional covariance at 1M: the correlations of the fast start's Hessian of a
 1M run (``--start``: a run's ``chains/start.json``), scaled to the check's mean within-draw
 sds; ``B`` is the covariance of the 50 conditional modes of the 1M check
-(``results/cut-1000000-m1-nexp4-k50.json``). The chains start from the fast start's
-covariance, as the real ones do.
+(``results/cut-1000000-m1-nexp4-k50.json``). The sampler's prior covariance (``init``'s
+``cov``) is ``W``, as the real chains take the fast start's curvature at one location draw.
 
 Per setting it reports the chains' pooled sd over the cut sd, per parameter, two ways:
 
