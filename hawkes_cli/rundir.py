@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 from . import atomic
 from .chain_progress import Progress
 from .config.load import CONFIG_NAME, header_sha256, resolved_text
-from .config.schema import same_draws
+from .config.schema import run_only, same_draws
 from .errors import ConfigError, OtherRunError, StorageError, UsageError
 from .storage import is_chain_file, read_chain, read_sidecar, sidecar_path, writer_holder
 from .vocab import STOP_CONVERGED
@@ -302,6 +302,15 @@ def refuse_output(
         raise UsageError(f"refusing to write {what} to {path}: {why}; choose another path")
 
 
+def _extend_hint(old: Config, diff: list[str]) -> str:
+    """For a config that differs from the run's ``old`` in its warm-up and keys no draw depends
+    on (more iterations moving a default warm-up), how to extend the run instead."""
+    keys = {d.partition(": ")[0] for d in diff}
+    if "sampler.warmup" in keys and all(k == "sampler.warmup" or run_only(k) for k in keys):
+        return f"; to extend the run, keep its warm-up: set sampler.warmup: {old.sampler.warmup}"
+    return ""
+
+
 # --------------------------------------------------------------------------- the directory
 
 
@@ -449,6 +458,7 @@ class RunDir:
                 raise OtherRunError(
                     f"{self.root} holds a run of a different config ({target}: {shown}); choose "
                     "another output.run_dir, or pass --overwrite to start that run afresh"
+                    + _extend_hint(old, diff)
                 )
             self._refuse_while_running("change its config" if keeps else "replace its config")
             if keeps and not overwrite:

@@ -205,3 +205,79 @@ def test_when_a_finished_chain_is_done():
     assert ran.done(40, "iterations") and not ran.done(60, "iterations")
     assert converged.done(40, "converged") and converged.done(60, "converged")
     assert not converged.done(40, "iterations") and converged.done(25, "iterations")
+
+
+def test_chains_started_before_and_after_a_change_are_one_run(tmp_path, events, monkeypatch):
+    """Chain 0 runs under the first config, chain 1 starts only after ``commit_every`` and
+    ``slurm.time`` changed (its file records the new config): the fast start is shared,
+    ``hawkes-diagnose`` reads both as one run, and a convergence record found under the first
+    config still holds."""
+    import hawkes_cli.start.chain as start_chain
+    from hawkes_cli.diagnostics import load_draws
+    from hawkes_cli.runner.converged import found
+    from tests.test_runner import TIERED
+
+    over = {**TIERED, "sampler__iterations": 40, "sampler__warmup": 10}
+    first = load_config(write_config(tmp_path, events, "run", **over))
+    run_chain(first, 0)
+    run_dir = RunDir(first.output.run_dir)
+    record = {"config_sha256": first.draws_sha256, "chain": 0, "draws": [40, 0],
+              "common_draws": 30, "largest_rhat": 1.0, "smallest_ess": 500.0,
+              "at": "now"}  # fmt: skip
+    run_dir.converged_path.write_text(json.dumps(record))
+
+    def no_search(*args, **kwargs):
+        raise AssertionError("chain 1 searched again instead of sharing chain 0's start")
+
+    monkeypatch.setattr(start_chain, "_search", no_search)
+    changed = load_config(write_config(tmp_path, events, "run", **over, **RUN_ONLY))
+    run_chain(changed, 1)
+    shas = {read_chain(run_dir.chain_path(k)).attrs["config_sha256"] for k in range(2)}
+    assert shas == {first.sha256, changed.sha256}
+    assert load_draws(run_dir.root).chain_ids == (0, 1)
+    assert found(run_dir, changed) is not None
+
+
+def test_fewer_iterations_on_a_run_without_its_config_file_are_refused(tmp_path, events):
+    """Chain files moved to a directory without ``config.yaml``: the resume itself refuses a
+    config of fewer iterations than the chain ran (it would leave a checkpoint beyond them)."""
+    over = {"sampler__iterations": 40, "sampler__warmup": 10}
+    first = load_config(write_config(tmp_path, events, "run", **over))
+    assert run_chain(first, 0, stop=StopAfter(30)).stopped
+    run_dir = RunDir(first.output.run_dir)
+    run_dir.config_path.unlink()
+    before = run_dir.chain_path(0).read_bytes()
+    fewer = load_config(
+        write_config(tmp_path, events, "run", **{**over, "sampler__iterations": 25})
+    )
+    with pytest.raises(ConfigError, match=r"chain 0 has run 30 iterations, more than "
+                       r"sampler.iterations \(25\); set it to 30 or more"):  # fmt: skip
+        run_chain(fewer, 0)
+    assert run_dir.chain_path(0).read_bytes() == before
+
+
+def test_status_of_an_extended_run_shows_unfinished_chains_stopped(tmp_path, events):
+    from hawkes_cli.slurm.jobs import run_status
+
+    over = {"sampler__iterations": 40, "sampler__warmup": 10}
+    first = load_config(write_config(tmp_path, events, "run", **over))
+    for k in range(2):
+        run_chain(first, k)
+    longer = load_config(
+        write_config(tmp_path, events, "run", **{**over, "sampler__iterations": 60})
+    )
+    run_chain(longer, 0)
+    rows = {r.chain: r for r in run_status(RunDir(first.output.run_dir).root, query_slurm=False)}
+    assert (rows[0].finished, rows[0].phase) == (True, "finished")
+    assert (rows[1].finished, rows[1].phase, rows[1].iterations) == (False, "stopped", 60)
+
+
+def test_a_moved_default_warmup_is_refused_with_the_way_to_extend(tmp_path, events):
+    base = {"sampler__iterations": 400}
+    first = load_config(write_config(tmp_path, events, "run", **base, sampler__warmup=None))
+    RunDir(first.output.run_dir).write_config(first)
+    more = load_config(write_config(tmp_path, events, "run", sampler__iterations=500,
+                                    sampler__warmup=None))  # fmt: skip
+    with pytest.raises(OtherRunError, match=r"to extend the run, keep its warm-up: set "
+                       r"sampler.warmup: 40"):  # fmt: skip
+        RunDir(first.output.run_dir).write_config(more)

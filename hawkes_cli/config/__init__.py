@@ -59,6 +59,7 @@ from .schema import (
     SlurmConfig,
     default_warmup,
     draws_digest,
+    run_only,
     same_draws,
 )
 from .slurm_options import slurm_time_seconds
@@ -81,6 +82,7 @@ __all__ = [
     "default_warmup",
     "draws_digest",
     "load_config",
+    "run_only",
     "same_draws",
     "slurm_time_seconds",
 ]

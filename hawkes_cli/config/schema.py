@@ -525,6 +525,11 @@ def draws_digest(config_yaml: str) -> str:
     return hashlib.sha256(yaml.safe_dump(mapping, sort_keys=False).encode("utf-8")).hexdigest()
 
 
+def run_only(key: str) -> bool:
+    """Whether a dotted config key (``"slurm.time"``) is one of :data:`RUN_ONLY_KEYS`."""
+    return any(key == k or key.startswith(k + ".") for k in RUN_ONLY_KEYS)
+
+
 def same_draws(config_yaml: str, other_yaml: str) -> bool:
     """Whether two resolved configs' YAML texts differ in :data:`RUN_ONLY_KEYS` at most."""
     return draws_digest(config_yaml) == draws_digest(other_yaml)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..config import draws_digest
 from ..errors import ConfigError, EventsError, StorageError, UsageError
 from .options import DiagnoseOptions
 from .records import ChainSummary
@@ -261,7 +262,7 @@ def check_no_duplicates(chains: Sequence[ChainRead]) -> None:
     for c in chains:
         params = np.stack([c.after_burn_params[n] for n in c.meta.param_names])
         keys = [
-            ("chain", (c.meta.config_sha256, c.chain_id)),
+            ("chain", (draws_digest(c.meta.config_yaml), c.chain_id)),
             ("draws", hashlib.sha256(params.tobytes()).hexdigest() if params.size else None),
         ]
         for kind, key in keys:
@@ -281,13 +282,18 @@ def check_no_duplicates(chains: Sequence[ChainRead]) -> None:
 
 
 def check_same_config(chains: Sequence[ChainRead]) -> None:
-    """Refuse chains of different configs or parameters (``StorageError`` naming the files)."""
-    groups: dict[str, list[str]] = {}
+    """Refuse chains of different configs or parameters (``StorageError`` naming the files).
+
+    Configs that differ only in :data:`~hawkes_cli.config.RUN_ONLY_KEYS` are one config here: a
+    chain first started after such a change records the new one, its siblings the old."""
+    groups: dict[str, list[ChainRead]] = {}
     for c in chains:
-        groups.setdefault(c.meta.config_sha256, []).append(c.path.name)
+        groups.setdefault(draws_digest(c.meta.config_yaml), []).append(c)
     if len(groups) > 1:
         parts = "; ".join(
-            f"config sha256 {sha} in {', '.join(names)}" for sha, names in groups.items()
+            f"config sha256 {group[0].meta.config_sha256} in "
+            + ", ".join(c.path.name for c in group)
+            for group in groups.values()
         )
         raise StorageError(
             f"chain files from different configs cannot be diagnosed together: {parts}. Each run "

@@ -63,7 +63,8 @@ class RunConverged:
     Attributes
     ----------
     config_sha256
-        The config of the run it was found for.
+        The draws' config of the run it was found for (:attr:`Config.draws_sha256`: a change
+        of ``RUN_ONLY_KEYS`` since keeps it).
     chain
         The chain whose check found it.
     draws
@@ -134,7 +135,7 @@ def found(run_dir: RunDir, config: Config) -> RunConverged | None:
     if record is None:
         return None
     draws = committed_draws(run_dir, config.chains.count)
-    return record if record.holds_for(config.sha256, draws) else None
+    return record if record.holds_for(config.draws_sha256, draws) else None
 
 
 def forget(run_dir: RunDir) -> None:
@@ -230,7 +231,7 @@ def run_converged(run_dir: RunDir, config: Config, chain_id: int) -> Check:
         )
     rhat, ess = _worst(checked)
     record = RunConverged(
-        config_sha256=config.sha256,
+        config_sha256=config.draws_sha256,
         chain=chain_id,
         draws=tuple(draws.get(k, 0) for k in range(count)),
         common_draws=report.common_draws,

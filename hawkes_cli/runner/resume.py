@@ -17,7 +17,7 @@ import numpy as np
 
 from ..distributed import ChainSetup, DistributedLikelihood
 from ..engine.choice import TriggerChoice
-from ..errors import StorageError
+from ..errors import ConfigError, StorageError
 from ..posterior import Density, LogPosterior
 from ..rundir import Checkpoint
 from ..sampler import SamplerState
@@ -51,6 +51,12 @@ def check_record(
     checkpoint.check_commit(
         record["draws"], record.get("last_iteration"), found.iterations, sc.thin, where
     )
+    if checkpoint.iteration > sc.iterations:  # RunDir.write_config refuses it where it can
+        raise ConfigError(
+            f"{setup.config.source}: chain {setup.chain_id} has run {checkpoint.iteration} "
+            f"iterations, more than sampler.iterations ({sc.iterations}); set it to "
+            f"{checkpoint.iteration} or more to resume (its draws stay)"
+        )
     for key in ("rng", "loc_rng"):
         state = getattr(checkpoint, key)
         if state is None:

@@ -18,7 +18,7 @@ from ..config import Config
 from ..errors import HawkesError, OtherRunError, StorageError
 from ..rundir import RunDir, now_utc
 from ..storage import writer_holder
-from ..vocab import PHASE_FINISHED
+from ..vocab import PHASE_FINISHED, PHASE_STOPPED
 from .commands import active_jobs, call, job_states, slurm_command, task_state
 from .plan import Plan, array_ranges, make_plan
 from .script import render_script
@@ -252,6 +252,9 @@ def _chain_status(
         if state is None:
             state = task_state(states, job.split("_")[0], node)
     done = bool(ckpt and ckpt.done(config.sampler.iterations, config.sampler.stop_when))
+    phase = prog.current_phase()
+    if not done and phase == PHASE_FINISHED:  # finished before sampler.iterations was raised
+        phase = PHASE_STOPPED
     return ChainStatus(
         chain=chain,
         node=node,
@@ -263,7 +266,7 @@ def _chain_status(
         job=job,
         state=state,
         finished=done and problem is None,
-        phase=PHASE_FINISHED if done else prog.current_phase(),
+        phase=PHASE_FINISHED if done else phase,
         problem=problem,
     )
 

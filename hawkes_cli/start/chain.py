@@ -95,7 +95,7 @@ def fast_start(
         likelihood.recalibrate(to_params(result.theta))
         return SharedStart(result, setup.rank.truncation_state(), setup.chain_id)
 
-    key = start_key(config.sha256, setup.rank.comm.size, setup.data)
+    key = start_key(config.draws_sha256, setup.rank.comm.size, setup.data)
     shared, reused = shared_start(
         RunDir.of(config).start_path,
         key,

@@ -142,7 +142,9 @@ def start_key(config_sha256: str, ranks: int, data: EventData) -> str:
     Parameters
     ----------
     config_sha256
-        sha256 of the resolved config (:attr:`Config.sha256`).
+        sha256 of the resolved config without the keys no draw depends on
+        (:attr:`Config.draws_sha256`: a chain started after a change of ``RUN_ONLY_KEYS``
+        shares the start of those before it).
     ranks
         MPI ranks of one chain (their row split changes rounding, hence the search's path).
     data
