@@ -683,7 +683,7 @@ def test_stop_when_converged_ends_every_chain_at_the_first_passing_commit(tmp_pa
     cfg = load_config(path)
     rd = RunDir(cfg.output.run_dir)
     record = read_record(rd)
-    assert record is not None and record.config_sha256 == cfg.sha256
+    assert record is not None and record.config_sha256 == cfg.draws_sha256
     assert f"converged at {record.common_draws} post-warm-up draws per chain" in proc.stdout
     warm = cfg.sampler.warmup
     for k in range(2):
@@ -723,12 +723,12 @@ def test_a_chain_ends_once_another_found_the_run_converged(tmp_path, events):
     cfg = load_config(path)
     rd = RunDir(cfg.output.run_dir)
     rd.chains_dir.mkdir(parents=True)
-    stale = RunConverged(cfg.sha256, 1, (10_000, 0), 9_960, 1.0, 500.0, "then")
+    stale = RunConverged(cfg.draws_sha256, 1, (10_000, 0), 9_960, 1.0, 500.0, "then")
     atomic.write_json(rd.converged_path, stale.to_json())
     out = run_chain(cfg, 0)  # alone, it cannot converge (R-hat needs chain 1): runs them all
     assert out.finished and not out.converged and out.iteration == 300
     assert not rd.checkpoint(0).converged
-    record = RunConverged(cfg.sha256, 0, (300, 0), 260, 1.0, 500.0, "now")
+    record = RunConverged(cfg.draws_sha256, 0, (300, 0), 260, 1.0, 500.0, "now")
     atomic.write_json(rd.converged_path, record.to_json())
     out = run_chain(cfg, 1)
     # it looks for the record from its first iteration after warm-up (40), then commits
