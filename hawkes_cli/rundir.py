@@ -461,14 +461,13 @@ class RunDir:
                     + _extend_hint(old, diff)
                 )
             self._refuse_while_running("change its config" if keeps else "replace its config")
-            if keeps and not overwrite:
-                self._refuse_fewer(config.sampler.iterations, config.source or target)
             if keeps and not overwrite:  # told: the run's config changes under its draws
+                self._refuse_fewer(config.sampler.iterations, config.source or target)
                 log.warning("%s changed: %s (no draw depends on these keys)", target, shown)
         atomic.write_text(target, resolved_text(config))
         return target
 
-    def _refuse_fewer(self, iterations: int, where: Any) -> None:
+    def _refuse_fewer(self, iterations: int, where: str | Path) -> None:
         """Raise :class:`ConfigError` when a chain has run more than ``iterations``."""
         ran = [(c.iteration, k) for k, _ in self.chain_files() if (c := self.checkpoint(k))]
         most, chain = max(ran, default=(0, 0))
