@@ -126,6 +126,16 @@ def test_differences_name_each_key_that_resolves_differently(tmp_path):
     assert "sampler.warmup: 10 -> 20" in diff and "sampler.thin: 1 -> 2" in diff
     assert "priors.mu0.gamma: (none) -> [2.0, 1.0]" in diff  # a key only one of them has
     assert len(diff) == 4 == len(b.differences(a)), diff
+    # a key the resolved YAML leaves out at its default shows that default, in section order
+    c = from_text(
+        "data: {events: ev.h5}\nsampler: {iterations: 100, warmup: 10, stop_when: converged}\n"
+        "chains: {count: 2}\nslurm: {qos: high}\n",
+        tmp_path,
+    )
+    two = from_text(with_section("sampler", "iterations: 100, warmup: 10") + "chains: {count: 2}\n",
+                    tmp_path)  # fmt: skip
+    assert two.differences(c) == ["sampler.stop_when: iterations -> converged",
+                                  "slurm.qos: null -> high"]  # fmt: skip
 
 
 def test_sampler_config_default_warmup_matches_the_loader(tmp_path):

@@ -474,9 +474,17 @@ class Config:
             return out
 
         mine, theirs = flat(self.to_mapping(), "", {}), flat(other.to_mapping(), "", {})
+        for side in (mine, theirs):  # a key left out at its default (OMIT_WHEN) has that value
+            side |= {k: v for k, v in _omitted_defaults().items() if k not in side}
         keys = list(mine) + [k for k in theirs if k not in mine]
+        keys.sort(key=lambda k: SECTIONS.index(k.split(".")[0]))  # stable: in-section order kept
+
+        def shown(side: dict[str, Any], k: str) -> Any:
+            value = side.get(k, "(none)")
+            return "null" if value is None else value
+
         return [
-            f"{k}: {mine.get(k, '(none)')} -> {theirs.get(k, '(none)')}"
+            f"{k}: {shown(mine, k)} -> {shown(theirs, k)}"
             for k in keys
             if mine.get(k, "(none)") != theirs.get(k, "(none)")
         ]
@@ -495,6 +503,16 @@ class Config:
         """:func:`draws_digest` of :meth:`to_yaml`: equal for configs whose chains make the
         same draws (they may differ in :data:`RUN_ONLY_KEYS`)."""
         return draws_digest(self.to_yaml())
+
+
+def _omitted_defaults() -> dict[str, Any]:
+    """``"section.key"`` -> the value at which :meth:`Config.to_mapping` leaves it out."""
+    return {
+        f"{name}.{f.name}": f.metadata[OMIT_WHEN]
+        for name, kind in SECTION_TYPES.items()
+        for f in dataclasses.fields(kind)
+        if OMIT_WHEN in f.metadata
+    }
 
 
 RUN_ONLY_KEYS: tuple[str, ...] = (
