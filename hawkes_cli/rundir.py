@@ -302,6 +302,15 @@ def refuse_output(
         raise UsageError(f"refusing to write {what} to {path}: {why}; choose another path")
 
 
+_AFRESH = "pass --overwrite to start that run afresh"
+
+
+def _shown(diff: Iterable[str]) -> str:
+    """The first four differences, and how many more."""
+    diff = list(diff)
+    return "; ".join(diff[:4]) + (f"; and {len(diff) - 4} more" if diff[4:] else "")
+
+
 def _extend_hint(old: Config, diff: list[str]) -> str:
     """For a config that differs from the run's ``old`` in its warm-up and keys no draw depends
     on (more iterations moving a default warm-up), how to extend the run instead."""
@@ -426,18 +435,10 @@ class RunDir:
 
     # ---- the resolved config
     def write_config(self, config: Config, *, overwrite: bool = False) -> Path:
-        """Create the directory and write the resolved config; refuse a different one.
-
-        Returns the path of ``config.yaml``, which chain processes and jobs read.
-
-        Raises
-        ------
-        OtherRunError
-            The directory holds a run of a different config (and not ``overwrite``).
-        StorageError
-            It cannot be created, or a chain is running while ``overwrite`` would replace its
-            config.
-        """
+        """Create the directory and write the resolved config (the path of ``config.yaml``,
+        which chains and jobs read); one that differs in run-only keys replaces the run's with a
+        WARNING line. Raises as :meth:`config_change`, or StorageError (cannot create it)."""
+        change = self.config_change(config, overwrite=overwrite)
         try:
             self.chains_dir.mkdir(parents=True, exist_ok=True)
             self.logs_dir.mkdir(exist_ok=True)
@@ -447,25 +448,50 @@ class RunDir:
                 "another output.run_dir"
             ) from None
         target = self.config_path
-        if target.exists():
-            old = self.load_config()
-            if old.sha256 == config.sha256:
-                return target
-            diff = old.differences(config)
-            shown = "; ".join(diff[:4]) + (f"; and {len(diff) - 4} more" if diff[4:] else "")
-            keeps = old.draws_sha256 == config.draws_sha256  # differs in RUN_ONLY_KEYS only
-            if not (overwrite or keeps):
-                raise OtherRunError(
-                    f"{self.root} holds a run of a different config ({target}: {shown}); choose "
-                    "another output.run_dir, or pass --overwrite to start that run afresh"
-                    + _extend_hint(old, diff)
-                )
-            self._refuse_while_running("change its config" if keeps else "replace its config")
-            if keeps and not overwrite:  # told: the run's config changes under its draws
-                self._refuse_fewer(config.sampler.iterations, config.source or target)
-                log.warning("%s changed: %s (no draw depends on these keys)", target, shown)
+        if change == ():
+            return target
+        if change and not overwrite:
+            log.warning("%s changed: %s (no draw depends on these keys)", target, _shown(change))
         atomic.write_text(target, resolved_text(config))
         return target
+
+    def config_change(
+        self, config: Config, *, overwrite: bool = False, afresh: str = _AFRESH
+    ) -> tuple[str, ...] | None:
+        """What writing ``config`` would change in the run's ``config.yaml``; writes nothing.
+
+        Returns ``None`` when there is no config yet, ``()`` when it is the same, else the
+        differences (:meth:`~hawkes_cli.config.Config.differences`) of a config that may replace
+        it: one differing in run-only keys (no draw depends on them, no fewer iterations than
+        a chain has run), or any with ``overwrite``. ``afresh``: the refusal's advice on how
+        to start the run afresh.
+
+        Raises
+        ------
+        OtherRunError
+            The directory holds a run of a different config (and not ``overwrite``).
+        StorageError
+            A chain of the run is being written.
+        ConfigError
+            Fewer ``sampler.iterations`` than a chain has run.
+        """
+        target = self.config_path
+        if not target.exists():
+            return None
+        old = self.load_config()
+        if old.sha256 == config.sha256:
+            return ()
+        diff = old.differences(config)
+        keeps = old.draws_sha256 == config.draws_sha256  # differs in RUN_ONLY_KEYS only
+        if not (overwrite or keeps):
+            raise OtherRunError(
+                f"{self.root} holds a run of a different config ({target}: {_shown(diff)}); "
+                f"choose another output.run_dir, or {afresh}" + _extend_hint(old, diff)
+            )
+        self._refuse_while_running("change its config" if keeps else "replace its config")
+        if keeps and not overwrite:  # told: the run's config changes under its draws
+            self._refuse_fewer(config.sampler.iterations, config.source or target)
+        return tuple(diff)
 
     def _refuse_fewer(self, iterations: int, where: str | Path) -> None:
         """Raise :class:`ConfigError` when a chain has run more than ``iterations``."""

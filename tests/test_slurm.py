@@ -132,6 +132,64 @@ def test_submit_into_a_run_of_another_config_is_refused(tmp_path, monkeypatch):
     assert not (tmp_path / "run" / "slurm").exists()
 
 
+def test_dry_run_reports_a_run_only_change_and_writes_nothing(tmp_path, monkeypatch):
+    """A dry run says what a submission would change in config.yaml (here slurm.time, which no
+    draw depends on), refuses what a submission refuses, and writes nothing either way."""
+    from hawkes_cli.errors import OtherRunError
+    from hawkes_cli.slurm import jobs
+
+    run_dir = str(tmp_path / "run")
+    assert jobs.submit(make_config(run_dir), dry_run=True).change is None  # a new run
+    assert not (tmp_path / "run").exists()
+    RunDir.of(make_config(run_dir)).write_config(make_config(run_dir))
+    before = (tmp_path / "run" / "config.yaml").read_bytes()
+    assert jobs.submit(make_config(run_dir), dry_run=True).change == ()
+    longer = make_config(run_dir, slurm={"time": "48:00:00"})
+    change = jobs.submit(longer, dry_run=True).change
+    assert len(change) == 1 and change[0].startswith("slurm.time")
+    with pytest.raises(OtherRunError, match="remove that run"):
+        jobs.submit(make_config(run_dir, sampler={"seed": 7}), dry_run=True)
+    assert (tmp_path / "run" / "config.yaml").read_bytes() == before
+    assert not (tmp_path / "run" / "slurm").exists()
+
+
+def test_dry_run_prints_the_change_on_stderr(tmp_path):
+    cfg = tmp_path / "c.yaml"
+    mapping = {"data": {"events": "x.h5"}, "output": {"run_dir": str(tmp_path / "run")}}
+    cfg.write_text(yaml.safe_dump(mapping))
+    RunDir.of(load_config(cfg)).write_config(load_config(cfg))
+    cfg.write_text(yaml.safe_dump({**mapping, "slurm": {"time": "2-00:00:00"}}))
+    proc = _cli("submit", "--dry-run", cfg)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("#!") and "--time=2-00:00:00" in proc.stdout
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("dry run: would change") and "slurm.time" in last
+
+
+def test_a_refused_sbatch_leaves_the_run_as_it_was(tmp_path, monkeypatch):
+    """sbatch refuses the job: config.yaml, the script and the plan are what they were before
+    the submission (a changed slurm.time is not left behind for the next command to read)."""
+    from hawkes_cli.errors import HawkesError
+    from hawkes_cli.slurm import jobs
+
+    sbatch = tmp_path / "sbatch"
+    sbatch.write_text("#!/bin/sh\necho 'sbatch: error: invalid partition' >&2\nexit 1\n")
+    sbatch.chmod(0o755)
+    monkeypatch.setattr(jobs, "slurm_command", lambda name: str(sbatch))
+    run_dir = str(tmp_path / "run")
+    rdir = RunDir.of(make_config(run_dir))
+    rdir.write_config(make_config(run_dir))
+    rdir.slurm_dir.mkdir()
+    rdir.script_path.write_text("#!/bin/sh\n# the script of an earlier submission\n")
+    files = {p: p.read_bytes() for p in (rdir.config_path, rdir.script_path)}
+    longer = make_config(run_dir, slurm={"time": "48:00:00", "partition": "nope"})
+    with pytest.raises(HawkesError, match="sbatch refused the job.*invalid partition"):
+        jobs.submit(longer)
+    assert {p: p.read_bytes() for p in files} == files
+    assert not rdir.plan_path.exists()  # it had none
+    assert rdir.read_jobs() == []
+
+
 @pytest.mark.parametrize(
     "option",
     ["ntasks", "gres", "array", "requeue", "output", "nodes", "gpus_per_node", "open-mode"],

@@ -31,7 +31,12 @@ def plan_cmd(config_file: Path, as_json: bool) -> None:
 
 @click.command("submit")
 @click.argument("config_file", type=click.Path(path_type=Path))
-@click.option("--dry-run", is_flag=True, help="Print the batch script; write and submit nothing.")
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Print the batch script and check the config against the run's; write and submit "
+    "nothing.",
+)
 @launcher_option(
     "auto",
     help="How a node starts its ranks: srun --mpi=pmi2 ($HAWKES_SRUN_MPI), or mpiexec inside "
@@ -51,6 +56,7 @@ def submit_cmd(config_file: Path, dry_run: bool, launcher: str) -> None:
     result = submit(config, dry_run=dry_run, launcher=launcher)
     if dry_run:
         click.echo(result.script, nl=False)
+        click.echo(_change_line(config, result.change), err=True)
         return
     run_dir = config.output.run_dir
     if result.job_id is None:
@@ -60,6 +66,18 @@ def submit_cmd(config_file: Path, dry_run: bool, launcher: str) -> None:
     click.echo(f"script   {result.script_path}")
     click.echo(f"logs     {run_dir / 'slurm' / 'logs'}")
     click.echo(f"status   hawkes-run status {shlex.quote(str(run_dir))}")
+
+
+def _change_line(config, change: tuple[str, ...] | None) -> str:
+    """What a dry run's submission would do to the run's ``config.yaml`` (one line)."""
+    from ..rundir import RunDir
+
+    path = RunDir.of(config).config_path
+    if change is None:
+        return f"dry run: would start a new run in {config.output.run_dir}"
+    if not change:
+        return f"dry run: {path} stays as it is"
+    return f"dry run: would change {path} (no draw depends on these keys): " + "; ".join(change)
 
 
 @click.command("status")

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from .. import atomic
 from ..config import Config
-from ..errors import HawkesError, OtherRunError, StorageError
+from ..errors import HawkesError, StorageError
 from ..rundir import RunDir, now_utc
 from ..storage import writer_holder
 from ..vocab import PHASE_FINISHED, PHASE_STOPPED
@@ -45,6 +45,9 @@ class Submission:
         The array tasks submitted (unfinished nodes only).
     plan
         The placement.
+    change
+        What the submission changes (or, dry, would change) in the run's ``config.yaml``:
+        ``None`` for a new run, ``()`` for none, else the differences (run-only keys).
     """
 
     script: str
@@ -52,6 +55,7 @@ class Submission:
     job_id: str | None
     array: str
     plan: Plan
+    change: tuple[str, ...] | None = None
 
 
 def unfinished_nodes(config: Config, plan: Plan) -> list[int]:
@@ -60,9 +64,15 @@ def unfinished_nodes(config: Config, plan: Plan) -> list[int]:
     return [n.index for n in plan.nodes if not all(run_dir.is_finished(c) for c in n.chains)]
 
 
-def _claim_run_dir(rdir: RunDir, config: Config) -> None:
+def _config_change(rdir: RunDir, config: Config) -> tuple[str, ...] | None:
+    """:meth:`RunDir.config_change` with the submit command's advice on another run's config."""
+    return rdir.config_change(config, afresh="remove that run directory to start afresh")
+
+
+def _claim_run_dir(rdir: RunDir, config: Config) -> tuple[str, ...] | None:
     """Refuse a run with live jobs or of another config; then write the resolved config (one
-    that differs in ``config.RUN_ONLY_KEYS`` only, e.g. ``slurm.time``, replaces the run's)."""
+    that differs in ``config.RUN_ONLY_KEYS`` only, e.g. ``slurm.time``, replaces the run's).
+    Returns what changed (:meth:`RunDir.config_change`)."""
     active = active_jobs(rdir.root)
     if active:
         raise HawkesError(
@@ -70,13 +80,17 @@ def _claim_run_dir(rdir: RunDir, config: Config) -> None:
             f"or cancel them (hawkes-run cancel {shlex.quote(str(rdir.root))}) before "
             "submitting again"
         )
-    try:
-        rdir.write_config(config)
-    except OtherRunError:
-        raise OtherRunError(
-            f"{rdir.root} holds a run of a different config ({rdir.config_path}); choose "
-            "another output.run_dir, or remove that run directory to start afresh"
-        ) from None
+    change = _config_change(rdir, config)
+    rdir.write_config(config)
+    return change
+
+
+def _restore(path: Path, text: str | None) -> None:
+    """Put back the file ``path`` held before a failed submission (``None``: remove it)."""
+    if text is None:
+        path.unlink(missing_ok=True)
+    else:
+        atomic.write_text(path, text)
 
 
 def _sbatch(sbatch: str, rdir: RunDir, array: str, plan: Plan) -> str:
@@ -112,7 +126,8 @@ def submit(
     config
         The run's configuration (its run directory gets ``config.yaml`` and ``slurm/``).
     dry_run
-        Render only: write nothing, submit nothing.
+        Render and check the config against the run's (the refusals of a real submission,
+        :attr:`Submission.change`); write nothing, submit nothing.
     launcher
         See :func:`~hawkes_cli.slurm.script.render_script`.
     python
@@ -121,7 +136,8 @@ def submit(
     Raises
     ------
     HawkesError
-        No ``sbatch``, a rejected submission, or jobs of this run still pending or running.
+        No ``sbatch``, a rejected submission (the run's files are put back as they were), or
+        jobs of this run still pending or running.
     StorageError
         The run directory holds a run of another config.
     """
@@ -131,18 +147,25 @@ def submit(
         config, plan, config_path=rdir.config_path, python=python, launcher=launcher
     )
     if dry_run:
-        return Submission(script, None, None, plan.resources.array, plan)
+        change = _config_change(rdir, config)
+        return Submission(script, None, None, plan.resources.array, plan, change)
     sbatch = slurm_command("sbatch")
-    _claim_run_dir(rdir, config)
+    before = {p: p.read_text() if p.exists() else None for p in _submit_files(rdir)}
+    change = _claim_run_dir(rdir, config)
     rdir.slurm_logs_dir.mkdir(parents=True, exist_ok=True)
     atomic.write_text(rdir.script_path, script)
     atomic.write_json(rdir.plan_path, plan.to_json())
     pending = unfinished_nodes(config, plan)
     if not pending:
         log.info("all %d chains of %s are finished; nothing to submit", plan.chains, rdir.root)
-        return Submission(script, rdir.script_path, None, "", plan)
+        return Submission(script, rdir.script_path, None, "", plan, change)
     array = array_ranges(pending)
-    job_id = _sbatch(sbatch, rdir, array, plan)
+    try:
+        job_id = _sbatch(sbatch, rdir, array, plan)
+    except HawkesError:
+        for path, text in before.items():  # nothing submitted: the run as it was
+            _restore(path, text)
+        raise
     rdir.record_job(
         {
             "job_id": job_id,
@@ -155,7 +178,12 @@ def submit(
         },
     )
     log.info("submitted array job %s (tasks %s) for %s", job_id, array, rdir.root)
-    return Submission(script, rdir.script_path, job_id, array, plan)
+    return Submission(script, rdir.script_path, job_id, array, plan, change)
+
+
+def _submit_files(rdir: RunDir) -> tuple[Path, ...]:
+    """The files a submission rewrites before ``sbatch`` accepts it."""
+    return (rdir.config_path, rdir.script_path, rdir.plan_path)
 
 
 # --------------------------------------------------------------------------- status, cancel
