@@ -20,7 +20,8 @@ At scale, run it where the run's device is (a GPU job), e.g. for the 200,000-cas
 
     srun --gres=gpu:1 python benchmarks/bench_cut.py runs/covid-m1-200k --name m1-200000
 
-(100-250 evaluations and 20-60 pair passes per location draw: 1,000-3,000 pair passes for 50).
+(100-250 evaluations and 20-60 pair passes per Newton draw, 11 and 5 per linear mode: about
+1,400 pair passes for the default 20 of 200).
 """
 
 from __future__ import annotations
@@ -38,7 +39,8 @@ import numpy as np
 
 from hawkes_cli.cutcheck import run_cut_check
 from hawkes_cli.diagnostics import DiagnoseOptions, diagnose
-from hawkes_cli.diagnostics.cut import DEFAULT_CUT_DRAWS, format_cut
+from hawkes_cli.diagnostics.cut import DEFAULT_CUT_DRAWS, DEFAULT_CUT_NEWTON_DRAWS
+from hawkes_cli.diagnostics.cut_text import format_cut
 from hawkes_cli.rundir import RunDir
 
 HERE = Path(__file__).resolve().parent
@@ -95,10 +97,14 @@ def make_small(workdir: Path) -> list[Path]:
     return runs
 
 
-def check_run(run_dir: Path, draws: int, burn: int | None, is_draws: int = 0) -> dict:
+def check_run(
+    run_dir: Path, draws: int, burn: int | None, is_draws: int = 0, newton: int | None = None
+) -> dict:
     """The check of one run and what the run is: its size, scheme and convergence."""
     config = RunDir(run_dir).load_config()
-    options = DiagnoseOptions(burn=burn, cut_draws=draws, cut_is_draws=is_draws)
+    options = DiagnoseOptions(
+        burn=burn, cut_draws=draws, cut_is_draws=is_draws, cut_newton_draws=newton
+    )
     report = diagnose(run_dir, options)
     t0 = time.perf_counter()
     cut = run_cut_check(run_dir, options, draws=report.draws)
@@ -160,6 +166,12 @@ def main() -> None:
     ap.add_argument("runs", nargs="*", type=Path, help="run directories to check")
     ap.add_argument("--name", required=True, help="results go to results/cut-NAME.{txt,json}")
     ap.add_argument("--draws", type=int, default=DEFAULT_CUT_DRAWS, help="location draws K")
+    ap.add_argument(
+        "--newton-draws",
+        type=int,
+        default=DEFAULT_CUT_NEWTON_DRAWS,
+        help="as hawkes-diagnose --cut-newton-draws",
+    )
     ap.add_argument("--burn", type=int, default=None, help="as hawkes-diagnose --burn")
     ap.add_argument(
         "--is-draws", type=int, default=0, help="as hawkes-diagnose --cut-is-draws (default 0)"
@@ -171,7 +183,7 @@ def main() -> None:
     runs = list(args.runs) + (make_small(args.small) if args.small else [])
     if not runs:
         ap.error("give run directories, or --small DIR")
-    results = [check_run(r, args.draws, args.burn, args.is_draws) for r in runs]
+    results = [check_run(r, args.draws, args.burn, args.is_draws, args.newton_draws) for r in runs]
     blocks = [f"{_header(r['setting'])}\n{format_cut(r['cut'])}" for r in results]
     text = "\n\n".join([*blocks, summary(results)]) + "\n"
     stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
@@ -180,6 +192,7 @@ def main() -> None:
         "host": platform.node(),
         "python": platform.python_version(),
         "draws": args.draws,
+        "newton_draws": args.newton_draws,
         "is_draws": args.is_draws,
         "runs": [
             {"setting": r["setting"], "wall_s": r["wall_s"], "cut_check": r["cut"].as_dict()}

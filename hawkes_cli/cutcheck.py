@@ -17,7 +17,12 @@ the first draws with a Laplace fit are also importance-sampled (:func:`importanc
 multivariate t around the fit, 100 x 16 points, 100 trigger passes), so that every draw's
 Laplace sds are corrected where the conditionals are skewed.
 
-Cost per draw: usually 2-3 Hessians (``1 + 2 d + 2 d (d - 1)`` = 51 evaluations each for the
+With ``newton_draws < draws`` (the default: 20 of 200) only the first draws get Newton's mode
+and curvature; every draw then gets a *linear mode*, one Newton step with the Newton draws' mean
+curvature from their mean mode (:func:`linear_mode`: 11 evaluations, 5 trigger passes), whose
+spread over the draws is the between-draw sd (:mod:`hawkes_cli.diagnostics.cut`, module notes).
+
+Cost per Newton draw: usually 2-3 Hessians (``1 + 2 d + 2 d (d - 1)`` = 51 evaluations each for the
 five log-parameters) and a step between each, up to 8 where the curvature changes along the way.
 A trigger pass is needed only where ``sigma_x`` or ``sigma_t`` changes: with the trigger cache
 holding every point of a Hessian's stencil, about 9 trigger and 3 background passes per Hessian.
@@ -41,6 +46,8 @@ from .diagnostics import DiagnoseOptions, Draws, load_draws
 from .diagnostics.cut import (
     DEFAULT_CUT_DRAWS,
     DEFAULT_CUT_IS_DRAWS,
+    DEFAULT_CUT_NEWTON_DRAWS,
+    STATUS_LINEAR,
     Conditional,
     CutCheck,
     summarise_cut,
@@ -90,7 +97,11 @@ class CutSettings:
     Parameters
     ----------
     draws
-        Location draws ``K`` (>= 3; 50 gives the between-draw sd a 10% relative error).
+        Location draws ``K`` (>= 3), each with a linear mode when ``newton_draws < draws``
+        (:mod:`hawkes_cli.diagnostics.cut`, module notes).
+    newton_draws
+        Of those, the first ``J`` with Newton's mode and curvature (>= 3; at most ``draws``:
+        ``J = K`` is all Newton, no linear modes).
     fd_drop
         Target fall of the log posterior (nats) over each finite-difference step: 2 nats, a
         step of 2 conditional sds, so that the truncated engine's error (at most
@@ -117,6 +128,7 @@ class CutSettings:
     """
 
     draws: int = DEFAULT_CUT_DRAWS
+    newton_draws: int = DEFAULT_CUT_NEWTON_DRAWS
     fd_drop: float = 2.0
     tol: float = 0.1
     max_newton: int = 8
@@ -133,9 +145,12 @@ class CutSettings:
             raise UsageError(
                 f"--cut-draws must be an integer >= {MIN_CUT_DRAWS}, got {self.draws!r}"
             )
+        j = self.newton_draws
+        if isinstance(j, bool) or int(j) < MIN_CUT_DRAWS:
+            raise UsageError(f"--cut-newton-draws must be an integer >= {MIN_CUT_DRAWS}, got {j!r}")
         if isinstance(self.is_draws, bool) or int(self.is_draws) < 0:
             raise UsageError(f"--cut-is-draws must be an integer >= 0, got {self.is_draws!r}")
-        check_is_draws(self.is_draws, self.draws)
+        check_is_draws(self.is_draws, self.draws, self.newton_draws)
         for name in ("max_newton", "max_evals", "is_outer", "is_inner"):
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"{name} must be a positive integer, got {getattr(self, name)!r}")
@@ -436,7 +451,9 @@ def run_cut_check(
     if settings is None:
         k = options.cut_draws if options.cut_draws is not None else DEFAULT_CUT_DRAWS
         j = options.cut_is_draws if options.cut_is_draws is not None else DEFAULT_CUT_IS_DRAWS
-        settings = CutSettings(draws=k, is_draws=j)
+        n = options.cut_newton_draws
+        n = n if n is not None else DEFAULT_CUT_NEWTON_DRAWS
+        settings = CutSettings(draws=k, newton_draws=n, is_draws=j)
     config = RunDir(run_dir).load_config()
     if config.sampler.resample_every == 0:
         raise UsageError(
@@ -456,7 +473,8 @@ def run_cut_check(
         np.round(np.exp(start), 6).tolist(),
     )
     conditionals = []
-    for k in range(int(settings.draws)):
+    n_newton = min(int(settings.newton_draws), int(settings.draws))
+    for k in range(n_newton):
         t0, passes = time.perf_counter(), lik.pair_passes
         lik.set_locations(*locations(k))
         # every draw from the chains' steps: its reference is a function of the draw alone,
@@ -467,6 +485,8 @@ def run_cut_check(
         cond = replace(cond, pair_passes=lik.pair_passes - passes, seconds=time.perf_counter() - t0)
         conditionals.append(cond)
         _log_draw(k, settings.draws, cond)
+    if n_newton < settings.draws and all(c.ok for c in conditionals):
+        conditionals = _with_linear(posterior, locations, conditionals, int(settings.draws))
     return summarise_cut(
         conditionals,
         logs,
@@ -475,6 +495,62 @@ def run_cut_check(
         start=dict(zip(PARAM_NAMES, start.tolist(), strict=True)),
         settings={**asdict(settings), "seed": config.sampler.seed, "spawn_key": CUT_LOCATIONS_KEY},
     )
+
+
+def linear_mode(log_post: LogPost, theta0: np.ndarray, cov: np.ndarray) -> tuple[np.ndarray, int]:
+    """One Newton step from ``theta0`` with the fixed covariance ``cov`` (5, 5):
+    ``theta0 + cov g``, ``g`` the central-difference gradient of ``log_post`` at ``theta0`` with
+    one sd of ``cov`` per coordinate (exact on a quadratic); and the evaluations it took (11)."""
+    h = np.sqrt(np.diag(cov))
+    f0 = log_post(theta0)
+    grad = np.empty(len(theta0))
+    for j, e in enumerate(np.diag(h)):
+        grad[j] = (log_post(theta0 + e) - log_post(theta0 - e)) / (2.0 * h[j])
+    if not (math.isfinite(f0) and np.all(np.isfinite(grad))):
+        raise UsageError(
+            "--cut-check: the log posterior is not finite within one conditional sd of the "
+            "Newton draws' mean mode; use --cut-newton-draws equal to --cut-draws (no linear modes)"
+        )
+    return theta0 + cov @ grad, 1 + 2 * len(theta0)
+
+
+def _with_linear(
+    posterior: LogPosterior,
+    locations: Callable[[int], tuple[np.ndarray, np.ndarray]],
+    newton: list[Conditional],
+    draws: int,
+) -> list[Conditional]:
+    """The Newton draws with their linear modes, and draws ``len(newton)..draws-1`` with a
+    linear mode only (:mod:`hawkes_cli.diagnostics.cut`, module notes): one Newton step from
+    the Newton draws' mean mode with their mean covariance."""
+    lik = posterior.likelihood
+    theta0 = np.mean([c.mode for c in newton], axis=0)
+    cov = np.mean([c.cov for c in newton], axis=0)
+    out = []
+    for k in range(draws):
+        t0, passes = time.perf_counter(), lik.pair_passes
+        lik.set_locations(*locations(k))
+        mode, evals = linear_mode(posterior, theta0, cov)
+        linear = tuple(mode.tolist())
+        spent = {"pair_passes": lik.pair_passes - passes, "seconds": time.perf_counter() - t0}
+        if k < len(newton):
+            c = newton[k]
+            out.append(
+                replace(
+                    c,
+                    linear=linear,
+                    evaluations=c.evaluations + evals,
+                    pair_passes=c.pair_passes + spent["pair_passes"],
+                    seconds=c.seconds + spent["seconds"],
+                )
+            )
+        else:
+            out.append(
+                Conditional(linear, None, STATUS_LINEAR, evaluations=evals, linear=linear, **spent)
+            )
+        if (k + 1) % 20 == 0 or k + 1 == draws:
+            log.info("cut check: linear modes of %d/%d location draws", k + 1, draws)
+    return out
 
 
 def _with_importance(

@@ -64,12 +64,12 @@ from hawkes_cli.diagnostics.cut import (
     KURTOSIS_LIMIT,
     SKEW_LIMIT,
     Conditional,
-    format_cut,
     is_factor,
     jackknife_sds,
     mcse_sd,
     summarise_cut,
 )
+from hawkes_cli.diagnostics.cut_text import format_cut
 from hawkes_cli.engine import make_likelihood
 from hawkes_cli.errors import UsageError
 from hawkes_cli.model import Params
@@ -230,8 +230,8 @@ def conditional_moments(exact, proposal, x, y, rng, m: int = 120, n: int = 50):
 @pytest.fixture(scope="module")
 def problem(tmp_path_factory):
     """The events, a run of 2 tiered chains that redraw the locations every 10 iterations (and
-    4 cheap moves an iteration, to keep the test short), and its cut check with the default
-    50 draws."""
+    4 cheap moves an iteration, to keep the test short), and its cut check with 50 Newton
+    draws."""
     tmp = tmp_path_factory.mktemp("cut")
     grid = DensityGrid.log_uniform(BOUNDS, 10, 10, 1.0, 10.0, seed=2)
     data = simulate(TRUTH, model=1, n_background=200, t_end=T_END, bounds=BOUNDS, seed=4, grid=grid)
@@ -249,7 +249,7 @@ def problem(tmp_path_factory):
     config = load_config(tmp / "run.yaml")
     for chain in range(config.chains.count):
         assert run_chain(config, chain).finished
-    check = run_cut_check(config.output.run_dir, DiagnoseOptions(cut_draws=K))
+    check = run_cut_check(config.output.run_dir, DiagnoseOptions(cut_draws=K, cut_newton_draws=K))
     draws = load_draws(config.output.run_dir)
     logs = np.stack([np.log(np.concatenate(draws.variables[n])) for n in PARAM_NAMES], axis=1)
     return {"config": config, "data": data, "check": check, "draws": logs}
@@ -342,6 +342,69 @@ def test_the_check_is_the_brute_force_on_the_same_draws(problem, exact):
     # the location uncertainty is no small part of sigma_x's cut variance here
     sx = check.row("sigma_x")
     assert sx.between_sd > 0.5 * sx.within_sd
+
+
+@pytest.mark.opencl
+def test_the_linear_modes_give_the_brute_force_between_draw_sd(problem, exact):
+    """The default scheme (Newton on the first 20 draws, a linear mode on all 50) against the
+    brute force on the same 50 draws: the double-sampling between-draw variance is the brute
+    force's within the Newton reference's own tolerance (6% of the within-draw variance,
+    module docstring); its first 20 draws are the all-Newton check's."""
+    run = problem["config"].output.run_dir
+    lin = run_cut_check(run, DiagnoseOptions(cut_draws=K, cut_newton_draws=20))
+    newton = problem["check"]
+    assert [c.status for c in lin.conditionals] == ["ok"] * 20 + ["linear"] * (K - 20)
+    for got, want in zip(lin.conditionals[:20], newton.conditionals[:20], strict=True):
+        assert got.mode == pytest.approx(want.mode, abs=1e-9)
+    for i, name in enumerate(PARAM_NAMES):
+        row = lin.row(name)
+        within = float(np.mean(exact["var"][:, i]))
+        between = float(np.var(exact["mean"][:, i], ddof=1))
+        assert row.within_sd**2 == pytest.approx(within, rel=0.10), name
+        assert row.between_draws == K
+        # the Newton reference's tolerance, plus 3 of the double-sampling estimate's own se
+        # (at 370 events the proxy's correlation is 0.96: 20 pairs leave a 6% slope error)
+        slack = 0.06 * within + 3 * 2 * row.between_sd * row.between_se
+        assert abs(row.between_sd**2 - between) < slack, name
+        # the proxy follows the exact conditional means (measured 0.95-0.98)
+        linear = np.array([c.linear[i] for c in lin.conditionals])
+        assert np.corrcoef(linear, exact["mean"][:, i])[0, 1] > 0.9, name
+    assert "over all 50 draws" in format_cut(lin)
+
+
+def test_the_between_draw_sd_by_double_sampling():
+    """Newton draws whose linear modes are their modes shifted: the between-draw sd is that of
+    all draws' linear modes; a parameter whose linear modes are twice as spread: half theirs;
+    one whose linear modes are noise: about the Newton draws' own (by hand, numpy)."""
+    rng = np.random.default_rng(3)
+    newton = _conditionals(rng, 20, within=0.1, between=0.05)
+    modes = np.array([c.mode for c in newton])
+    lin = rng.normal(0.0, 0.05, (60, 5))
+    lin[:20] = modes + 0.01  # a constant shift
+    lin[:20, 1] = 2.0 * modes[:, 1]  # tau_t: twice the spread
+    lin[20:, 1] *= 2.0
+    conds = [replace(c, linear=tuple(lin[k])) for k, c in enumerate(newton)]
+    conds += [Conditional(tuple(x), None, "linear", linear=tuple(x)) for x in lin[20:]]
+    chains = {n: 0.11 * rng.standard_normal((4, 500)) for n in PARAM_NAMES}
+    out = summarise_cut(conds, chains, PARAM_NAMES)
+    sx, tau = out.row("sigma_x"), out.row("tau_t")
+    assert sx.between_draws == 60 and sx.between_sd == pytest.approx(np.std(lin[:, 3], ddof=1))
+    assert sx.linear_slope == pytest.approx(1.0) and sx.linear_corr == pytest.approx(1.0)
+    assert tau.between_sd == pytest.approx(0.5 * np.std(lin[:, 1], ddof=1))
+    assert tau.linear_slope == pytest.approx(0.5)
+    assert sx.within_sd == pytest.approx(0.1)
+    assert sx.cut_sd == pytest.approx(math.hypot(0.1, sx.between_sd))
+    # jackknife se of a between-draw sd of 60 Gaussian draws: about sd / sqrt(2 * 59)
+    assert 0.5 < sx.between_se / (sx.between_sd / math.sqrt(118)) < 2.0
+    # linear modes unrelated to the modes: the residual carries the Newton draws' variance
+    noise = [replace(c, linear=tuple(rng.normal(0.0, 0.05, 5))) for c in newton]
+    noise += [Conditional(tuple(x), None, "linear", linear=tuple(x)) for x in lin[20:]]
+    out = summarise_cut(noise, chains, PARAM_NAMES)
+    for i, name in enumerate(PARAM_NAMES):
+        row = out.row(name)
+        assert abs(row.linear_corr) < 0.6  # 20 pairs of independent draws
+        assert row.between_sd == pytest.approx(np.std(modes[:, i], ddof=1), rel=0.35), name
+    assert "double sampling" in format_cut(out)
 
 
 @pytest.mark.opencl
@@ -619,6 +682,9 @@ def test_the_command_refuses_what_it_cannot_check(tmp_path, capsys):
         ((run, "--cut-is-draws", "1"), "--cut-is-draws needs --cut-check"),
         ((run, "--cut-check", "--cut-is-draws", "-1"), "--cut-is-draws must be an integer >= 0"),
         ((run, "--cut-check", "--cut-draws", "3", "--cut-is-draws", "5"), "is more than the"),
+        ((run, "--cut-newton-draws", "5"), "--cut-newton-draws needs --cut-check"),
+        ((run, "--cut-check", "--cut-newton-draws", "1"), "--cut-newton-draws must be an"),
+        ((run, "--cut-check", "--cut-newton-draws", "3", "--cut-is-draws", "4"), "Newton draws"),
         ((run, "--cut-check", "--csv"), "not CSV"),
     ]
     for args, says in cases:

@@ -183,7 +183,7 @@ def test_a_refused_sbatch_leaves_the_run_as_it_was(tmp_path, monkeypatch):
     rdir.script_path.write_text("#!/bin/sh\n# the script of an earlier submission\n")
     files = {p: p.read_bytes() for p in (rdir.config_path, rdir.script_path)}
     longer = make_config(run_dir, slurm={"time": "48:00:00", "partition": "nope"})
-    with pytest.raises(HawkesError, match="sbatch refused the job.*invalid partition"):
+    with pytest.raises(HawkesError, match=r"sbatch refused the job.*invalid partition"):
         jobs.submit(longer)
     assert {p: p.read_bytes() for p in files} == files
     assert not rdir.plan_path.exists()  # it had none

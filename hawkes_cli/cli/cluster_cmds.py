@@ -34,8 +34,7 @@ def plan_cmd(config_file: Path, as_json: bool) -> None:
 @click.option(
     "--dry-run",
     is_flag=True,
-    help="Print the batch script and check the config against the run's; write and submit "
-    "nothing.",
+    help="Print the batch script and check the config against the run's; write and submit nothing.",
 )
 @launcher_option(
     "auto",

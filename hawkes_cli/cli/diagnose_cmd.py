@@ -104,15 +104,23 @@ if TYPE_CHECKING:
     "--cut-check",
     is_flag=True,
     help="Also check that the chains sample the cut posterior: independent location draws "
-    "(the run's own sampler), the conditional mode and curvature of the log parameters on each "
-    "(100-250 evaluations, 20-60 pair passes per draw, on the run's engine and device), the cut "
-    "sd against the chains' sd.",
+    "(the run's own sampler), the conditional mode and curvature of the log parameters on the "
+    "first ones (100-250 evaluations, 20-60 pair passes per draw, on the run's engine and "
+    "device) and a linear mode on all (11 evaluations, 5 pair passes), the cut sd against the "
+    "chains' sd.",
 )
 @click.option(
     "--cut-draws",
     type=int,
     default=None,
-    help="Location draws of --cut-check (default 50: 10% relative error on the between-draw sd).",
+    help="Location draws of --cut-check (default 200: 5-6% relative error on the between-draw sd).",
+)
+@click.option(
+    "--cut-newton-draws",
+    type=int,
+    default=None,
+    help="Of the --cut-check location draws, how many get Newton's mode and curvature (default "
+    "20; the within-draw sd, and the check of the linear modes); equal to --cut-draws: all.",
 )
 @click.option(
     "--cut-is-draws",
@@ -142,6 +150,7 @@ def diagnose(
     date: str | None,
     cut_check: bool,
     cut_draws: int | None,
+    cut_newton_draws: int | None,
     cut_is_draws: int | None,
     verbose: int,
 ) -> None:
@@ -169,9 +178,11 @@ def diagnose(
         ).checked()  # before the analysis, which can take minutes
     given = {"strict": strict, "events": events, "systematic": systematic}
     given["cut_draws"] = _cut_draws(cut_check, cut_draws, as_csv)
-    if cut_is_draws is not None and not cut_check:
-        raise UsageError("--cut-is-draws needs --cut-check")
+    for name, value in (("--cut-is-draws", cut_is_draws), ("--cut-newton-draws", cut_newton_draws)):
+        if value is not None and not cut_check:
+            raise UsageError(f"{name} needs --cut-check")
     given["cut_is_draws"] = cut_is_draws
+    given["cut_newton_draws"] = cut_newton_draws
     opts = dg.DiagnoseOptions(burn=burn, thin=thin, counties=tuple(counties), **given)
     report = dg.diagnose(run_dir, opts)
     _print_report(report, as_json=as_json, as_csv=as_csv)
@@ -213,7 +224,7 @@ def _print_report(report: Report, *, as_json: bool, as_csv: bool) -> None:
     """The report on stdout (table, JSON or CSV), with the cut-posterior check when its options
     ask for one (:mod:`hawkes_cli.cutcheck`, run here: it evaluates the likelihood)."""
     from .. import diagnostics as dg
-    from ..diagnostics.cut import format_cut
+    from ..diagnostics.cut_text import format_cut
     from ..diagnostics.truth import format_truth
 
     cut = None

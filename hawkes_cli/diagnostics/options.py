@@ -57,15 +57,20 @@ class DiagnoseOptions:
     cut_draws
         Location draws of the cut-posterior check (``hawkes-diagnose --cut-check``,
         :mod:`hawkes_cli.cutcheck`), an integer >= :data:`MIN_CUT_DRAWS`; ``None``: no check.
+    cut_newton_draws
+        Of those, how many get Newton's mode and curvature (an integer >= ``MIN_CUT_DRAWS``;
+        the others a linear mode only); ``None``: the check's default
+        (:data:`hawkes_cli.diagnostics.cut.DEFAULT_CUT_NEWTON_DRAWS`).
     cut_is_draws
-        Of those, how many are also importance-sampled (an integer >= 0); ``None``: the
-        check's default (:data:`hawkes_cli.diagnostics.cut.DEFAULT_CUT_IS_DRAWS`).
+        Of the Newton draws, how many are also importance-sampled (an integer >= 0); ``None``:
+        the check's default (:data:`hawkes_cli.diagnostics.cut.DEFAULT_CUT_IS_DRAWS`).
 
     Raises
     ------
     UsageError
         A negative ``burn``, ``thin < 1``, a county code that is not 1-5 digits, or
-        ``cut_draws < MIN_CUT_DRAWS``, a negative ``cut_is_draws``.
+        ``cut_draws`` or ``cut_newton_draws`` below ``MIN_CUT_DRAWS``, a negative
+        ``cut_is_draws``.
     """
 
     burn: int | None = None
@@ -75,6 +80,7 @@ class DiagnoseOptions:
     events: Path | None = None
     systematic: bool = False
     cut_draws: int | None = None
+    cut_newton_draws: int | None = None
     cut_is_draws: int | None = None
 
     def __post_init__(self) -> None:
@@ -84,8 +90,11 @@ class DiagnoseOptions:
         k = self.cut_draws
         if k is not None and (isinstance(k, bool) or int(k) != k or k < MIN_CUT_DRAWS):
             raise UsageError(f"--cut-draws must be an integer >= {MIN_CUT_DRAWS}, got {k!r}")
+        n = self.cut_newton_draws
+        if n is not None and (isinstance(n, bool) or int(n) != n or n < MIN_CUT_DRAWS):
+            raise UsageError(f"--cut-newton-draws must be an integer >= {MIN_CUT_DRAWS}, got {n!r}")
         if j is not None and k is not None:
-            check_is_draws(j, k)
+            check_is_draws(j, k, n)
         if self.burn is not None and (isinstance(self.burn, bool) or int(self.burn) < 0):
             raise UsageError(f"--burn must be an integer >= 0, got {self.burn!r}")
         if isinstance(self.thin, bool) or int(self.thin) < 1:
@@ -100,12 +109,20 @@ class DiagnoseOptions:
             object.__setattr__(self, "cut_draws", int(k))
         if j is not None:
             object.__setattr__(self, "cut_is_draws", int(j))
+        if n is not None:
+            object.__setattr__(self, "cut_newton_draws", int(n))
 
 
-def check_is_draws(is_draws: int, draws: int) -> None:
-    """Refuse more importance-sampled draws (``--cut-is-draws``) than location draws."""
+def check_is_draws(is_draws: int, draws: int, newton_draws: int | None = None) -> None:
+    """Refuse more importance-sampled draws (``--cut-is-draws``) than Newton draws (the first
+    ``min(draws, newton_draws)`` location draws; ``None``: all of them)."""
     if int(is_draws) > int(draws):
         raise UsageError(
             f"--cut-is-draws {is_draws} is more than the location draws (--cut-draws {draws}): "
             "at most one importance sample per draw"
+        )
+    if newton_draws is not None and int(is_draws) > int(newton_draws):
+        raise UsageError(
+            f"--cut-is-draws {is_draws} is more than the Newton draws (--cut-newton-draws "
+            f"{newton_draws}): only a draw with a Laplace fit is importance-sampled"
         )
