@@ -52,7 +52,7 @@ from .diagnostics.cut import (
     CutCheck,
     summarise_cut,
 )
-from .diagnostics.options import MIN_CUT_DRAWS, check_is_draws
+from .diagnostics.options import MIN_CUT_DRAWS, check_is_draws, check_newton_draws
 from .errors import UsageError
 from .parallel import SerialComm
 from .posterior import LogPosterior
@@ -148,6 +148,7 @@ class CutSettings:
         j = self.newton_draws
         if isinstance(j, bool) or int(j) < MIN_CUT_DRAWS:
             raise UsageError(f"--cut-newton-draws must be an integer >= {MIN_CUT_DRAWS}, got {j!r}")
+        check_newton_draws(j, self.draws)
         if isinstance(self.is_draws, bool) or int(self.is_draws) < 0:
             raise UsageError(f"--cut-is-draws must be an integer >= 0, got {self.is_draws!r}")
         check_is_draws(self.is_draws, self.draws, self.newton_draws)

@@ -685,6 +685,8 @@ def test_the_command_refuses_what_it_cannot_check(tmp_path, capsys):
         ((run, "--cut-newton-draws", "5"), "--cut-newton-draws needs --cut-check"),
         ((run, "--cut-check", "--cut-newton-draws", "1"), "--cut-newton-draws must be an"),
         ((run, "--cut-check", "--cut-newton-draws", "3", "--cut-is-draws", "4"), "Newton draws"),
+        ((run, "--cut-check", "--cut-is-draws", "21"), "(--cut-newton-draws 20)"),
+        ((run, "--cut-check", "--cut-newton-draws", "3"), "needs 4 Newton draws or more"),
         ((run, "--cut-check", "--csv"), "not CSV"),
     ]
     for args, says in cases:

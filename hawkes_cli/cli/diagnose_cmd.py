@@ -182,6 +182,10 @@ def diagnose(
         if value is not None and not cut_check:
             raise UsageError(f"{name} needs --cut-check")
     given["cut_is_draws"] = cut_is_draws
+    if cut_check and cut_newton_draws is None:  # the default, so the options check it early
+        from ..diagnostics.cut import DEFAULT_CUT_NEWTON_DRAWS
+
+        cut_newton_draws = DEFAULT_CUT_NEWTON_DRAWS
     given["cut_newton_draws"] = cut_newton_draws
     opts = dg.DiagnoseOptions(burn=burn, thin=thin, counties=tuple(counties), **given)
     report = dg.diagnose(run_dir, opts)

@@ -61,7 +61,7 @@ from typing import Any
 
 import numpy as np
 
-from .options import MIN_CUT_DRAWS
+from .options import MIN_CUT_DRAWS, MIN_LINEAR_NEWTON_DRAWS
 from .stats import ess_mean
 
 __all__ = [
@@ -70,6 +70,7 @@ __all__ = [
     "DEFAULT_CUT_NEWTON_DRAWS",
     "KURTOSIS_LIMIT",
     "MIN_CUT_DRAWS",
+    "MIN_LINEAR_NEWTON_DRAWS",
     "SKEW_LIMIT",
     "Z_WARN",
     "Conditional",
@@ -562,7 +563,7 @@ def _linear_between(
     row's fields on it."""
     both = [c for c in conditionals if c.linear is not None and c.status != STATUS_LINEAR]
     only = [c for c in conditionals if c.linear is not None and c.status == STATUS_LINEAR]
-    if len(both) < 4 or not only:
+    if len(both) < MIN_LINEAR_NEWTON_DRAWS or not only:
         return None, fields
     y = np.array([c.mode[index] for c in both])
     x = np.array([c.linear[index] for c in both + only])  # type: ignore[index]

@@ -7,10 +7,20 @@ from pathlib import Path
 
 from ..errors import UsageError
 
-__all__ = ["MIN_CUT_DRAWS", "DiagnoseOptions", "check_is_draws"]
+__all__ = [
+    "MIN_CUT_DRAWS",
+    "MIN_LINEAR_NEWTON_DRAWS",
+    "DiagnoseOptions",
+    "check_is_draws",
+    "check_newton_draws",
+]
 
 MIN_CUT_DRAWS = 3
 """Fewest location draws of the cut-posterior check (a between-draw sd and its jackknife)."""
+
+MIN_LINEAR_NEWTON_DRAWS = 4
+"""Fewest Newton draws of a check with linear modes (the double sampling's slope and residual
+variance, :mod:`hawkes_cli.diagnostics.cut`)."""
 
 
 def _county_codes(counties: tuple[str, ...]) -> tuple[str, ...]:
@@ -95,6 +105,8 @@ class DiagnoseOptions:
             raise UsageError(f"--cut-newton-draws must be an integer >= {MIN_CUT_DRAWS}, got {n!r}")
         if j is not None and k is not None:
             check_is_draws(j, k, n)
+        if n is not None and k is not None:
+            check_newton_draws(n, k)
         if self.burn is not None and (isinstance(self.burn, bool) or int(self.burn) < 0):
             raise UsageError(f"--burn must be an integer >= 0, got {self.burn!r}")
         if isinstance(self.thin, bool) or int(self.thin) < 1:
@@ -111,6 +123,16 @@ class DiagnoseOptions:
             object.__setattr__(self, "cut_is_draws", int(j))
         if n is not None:
             object.__setattr__(self, "cut_newton_draws", int(n))
+
+
+def check_newton_draws(newton_draws: int, draws: int) -> None:
+    """Refuse too few Newton draws for the linear modes of the others."""
+    if int(newton_draws) < MIN_LINEAR_NEWTON_DRAWS and int(newton_draws) < int(draws):
+        raise UsageError(
+            f"--cut-newton-draws {newton_draws} with --cut-draws {draws}: the regression on the "
+            f"linear modes needs {MIN_LINEAR_NEWTON_DRAWS} Newton draws or more (or as many as "
+            "--cut-draws: no linear modes)"
+        )
 
 
 def check_is_draws(is_draws: int, draws: int, newton_draws: int | None = None) -> None:
