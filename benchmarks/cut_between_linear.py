@@ -191,9 +191,12 @@ def summary(args: argparse.Namespace) -> tuple[str, dict]:
             fake = {n: np.zeros((1, 4)) for n in PARAM_NAMES}
             check = summarise_cut(conds, fake, PARAM_NAMES, run_dir=cut["run_dir"])
             lines.append(f"\n{cut['run_dir']} (the reference's run; its chains' sd as recorded):")
+            rows_out = []
             for r in check.rows:
                 c_sd, c_se = ref_chains[r.name]
                 z = (c_sd - r.cut_sd) / math.hypot(c_se, r.cut_se)
+                rows_out.append({**r.as_dict(), "chains_sd": c_sd, "chains_se": c_se,
+                                 "ratio": c_sd / r.cut_sd, "z": z})  # fmt: skip
                 lines.append(
                     f"  {r.name:8} cut sd {r.cut_sd:.4g} ({r.cut_se:.2g}) between "
                     f"{r.between_sd:.3g} ({r.between_se:.2g}), chains' sd {c_sd:.4g} ({c_se:.2g})"
@@ -205,6 +208,8 @@ def summary(args: argparse.Namespace) -> tuple[str, dict]:
             lines.append(f"\n{run}:\n{format_cut(check)}")
         doc = check.as_dict()
         doc.pop("draws")  # the draws are the file's "linear" rows and the reference's
+        if run is None:
+            doc["parameters"] = rows_out
         checks[str(run or cut["run_dir"])] = doc
     return "\n".join(lines) + "\n", checks
 

@@ -726,6 +726,8 @@ def test_covid_configs_match_the_paper(kind):
     assert cfg.data.counties is None
     assert (cfg.sampler.iterations, cfg.sampler.warmup) == (20000, 1000)
     assert cfg.sampler.kind == "tiered" and cfg.sampler.fast_start
+    # the value the node bench projects for these configs (vocab.COVID_N_EXPENSIVE)
+    assert cfg.sampler.n_expensive == vocab.COVID_N_EXPENSIVE == 4
     assert cfg.chains == ChainsConfig(
         count=30, gpus_per_chain=4, chains_per_node=2, gpus_per_node=8
     )

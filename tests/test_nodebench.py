@@ -109,20 +109,21 @@ def test_cli_bench_writes_its_screen(cli_bench):
 @pytest.mark.opencl
 @pytest.mark.slow
 def test_cli_projection_is_the_formula_of_its_own_numbers(cli_bench):
-    """The printed projection = 1 x truncated wall + (10 + 0.2) x tau_t change wall, from the
-    table's own (rounded) numbers; and the formula line prints those numbers."""
+    """The printed projection = 4 x truncated wall + (10 + 0.2) x tau_t change wall (the covid
+    configs' n_expensive 4), from the table's own (rounded) numbers; and the formula line prints
+    those numbers."""
     _, out = cli_bench
     text = out.read_text()
     truncated = float(_row(text, "truncated")[1])
     tau = float(_row(text, "tau_t change")[1])
     lines = text.splitlines()
     at = next(i for i, x in enumerate(lines) if "seconds = n_expensive x truncated + (n_" in x)
-    m = re.fullmatch(r" += 1 x (\S+) \+ \(10 \+ 0\.2\) x (\S+) = (\S+) s", lines[at + 1])
+    m = re.fullmatch(r" += 4 x (\S+) \+ \(10 \+ 0\.2\) x (\S+) = (\S+) s", lines[at + 1])
     assert m, lines[at + 1]
     expensive_s, cheap_s, seconds = (float(g) for g in m.groups())
     assert expensive_s == pytest.approx(truncated, abs=6e-5, rel=1e-3)
     assert cheap_s == pytest.approx(tau, abs=6e-5, rel=1e-3)
-    assert seconds == pytest.approx(1 * truncated + 10.2 * tau, abs=1e-3, rel=2e-3)
+    assert seconds == pytest.approx(4 * truncated + 10.2 * tau, abs=1e-3, rel=2e-3)
 
 
 @pytest.mark.opencl
@@ -140,10 +141,10 @@ def test_bench_in_process_projects_its_own_numbers():
     assert r.weights_change.trigger_passes == 0 and r.weights_change.background_passes == 0
     assert r.truncated.error_bound <= r.tolerance and r.exact.error_bound == 0
     pr = r.projection
-    assert pr.seconds == pytest.approx(r.truncated.wall_s + 10.2 * r.tau_change.wall_s)
-    assert pr.host_s == pytest.approx(r.truncated.host_s + 10.2 * r.tau_change.host_s)
+    assert pr.seconds == pytest.approx(4 * r.truncated.wall_s + 10.2 * r.tau_change.wall_s)
+    assert pr.host_s == pytest.approx(4 * r.truncated.host_s + 10.2 * r.tau_change.host_s)
     if r.truncated.kernel_s is not None:  # None when this process opened the device earlier
-        want = r.truncated.kernel_s + 10.2 * r.tau_change.kernel_s
+        want = 4 * r.truncated.kernel_s + 10.2 * r.tau_change.kernel_s
         assert pr.kernel_s == pytest.approx(want)
     # same events, same parameters: the two engines agree within the truncation's bound
     assert abs(r.exact.loglik - r.truncated.loglik) <= r.truncated.error_bound + 1e-3
@@ -155,13 +156,13 @@ def test_bench_in_process_projects_its_own_numbers():
 def test_project_is_the_stated_formula():
     trunc, tau = timing("truncated", 0.5, 0.11, 0.38), timing("tau_t change", 0.05, 0.0, 0.04)
     pr = project(trunc, tau)
-    assert (pr.n_expensive, pr.n_cheap, pr.jump_prob) == (1, 10, 0.2)
-    assert pr.seconds == pytest.approx(0.5 + 10.2 * 0.05)
-    assert pr.kernel_s == pytest.approx(0.11)
-    assert pr.host_s == pytest.approx(0.38 + 10.2 * 0.04)
-    assert pr.arithmetic == f"1 x 0.5 + (10 + 0.2) x 0.05 = {pr.seconds:.4g} s"
-    pr4 = project(trunc, tau, n_expensive=4, n_cheap=20, jump_prob=0.0)
-    assert pr4.seconds == pytest.approx(4 * 0.5 + 20 * 0.05)
+    assert (pr.n_expensive, pr.n_cheap, pr.jump_prob) == (4, 10, 0.2)
+    assert pr.seconds == pytest.approx(4 * 0.5 + 10.2 * 0.05)
+    assert pr.kernel_s == pytest.approx(4 * 0.11)
+    assert pr.host_s == pytest.approx(4 * 0.38 + 10.2 * 0.04)
+    assert pr.arithmetic == f"4 x 0.5 + (10 + 0.2) x 0.05 = {pr.seconds:.4g} s"
+    pr1 = project(trunc, tau, n_expensive=1, n_cheap=20, jump_prob=0.0)
+    assert pr1.seconds == pytest.approx(0.5 + 20 * 0.05)
     assert project(timing("t", 1.0, None, 0.9), tau).kernel_s is None
 
 

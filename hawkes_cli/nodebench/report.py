@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..vocab import DEFAULT_ITERATIONS, DEFAULT_JUMP_PROB, DEFAULT_N_CHEAP, DEFAULT_N_EXPENSIVE
+from ..vocab import COVID_N_EXPENSIVE, DEFAULT_ITERATIONS, DEFAULT_JUMP_PROB, DEFAULT_N_CHEAP
 
 #: Timed evaluations of each cheap kind (their mean is reported).
 CHEAP_REPEATS = 3
@@ -184,13 +184,14 @@ def project(
     truncated: PassTiming,
     tau_change: PassTiming,
     *,
-    n_expensive: int = DEFAULT_N_EXPENSIVE,
+    n_expensive: int = COVID_N_EXPENSIVE,
     n_cheap: int = DEFAULT_N_CHEAP,
     jump_prob: float = DEFAULT_JUMP_PROB,
 ) -> Projection:
-    """Seconds per tiered iteration: ``n_expensive`` truncated passes (each moves sigma_x,
-    sigma_t and, along their regression, tau_t) plus ``n_cheap + jump_prob`` evaluations at a
-    new tau_t (every cheap move and the mode jump move mu0, tau_t and xi0 together)."""
+    """Seconds per tiered iteration (defaults: the shipped covid configs'): ``n_expensive``
+    truncated passes (each moves sigma_x, sigma_t and, along their regression, tau_t) plus
+    ``n_cheap + jump_prob`` evaluations at a new tau_t (every cheap move and the mode jump move
+    mu0, tau_t and xi0 together)."""
     cheap_n = n_cheap + jump_prob
 
     def total(a: float | None, b: float | None) -> float | None:
