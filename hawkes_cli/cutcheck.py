@@ -146,7 +146,7 @@ class CutSettings:
                 f"--cut-draws must be an integer >= {MIN_CUT_DRAWS}, got {self.draws!r}"
             )
         j = self.newton_draws
-        if isinstance(j, bool) or int(j) < MIN_CUT_DRAWS:
+        if isinstance(j, bool) or int(j) != j or int(j) < MIN_CUT_DRAWS:
             raise UsageError(f"--cut-newton-draws must be an integer >= {MIN_CUT_DRAWS}, got {j!r}")
         check_newton_draws(j, self.draws)
         if isinstance(self.is_draws, bool) or int(self.is_draws) < 0:
@@ -487,7 +487,12 @@ def run_cut_check(
         conditionals.append(cond)
         _log_draw(k, settings.draws, cond)
     if n_newton < settings.draws and all(c.ok for c in conditionals):
-        conditionals = _with_linear(posterior, locations, conditionals, int(settings.draws))
+        try:
+            conditionals = _with_linear(posterior, locations, conditionals, int(settings.draws))
+        except ValueError as exc:  # keep the Newton draws: their reference stands
+            log.warning(
+                "cut check: no linear modes (%s); between-draw sd from the Newton draws", exc
+            )
     return summarise_cut(
         conditionals,
         logs,
@@ -501,16 +506,17 @@ def run_cut_check(
 def linear_mode(log_post: LogPost, theta0: np.ndarray, cov: np.ndarray) -> tuple[np.ndarray, int]:
     """One Newton step from ``theta0`` with the fixed covariance ``cov`` (5, 5):
     ``theta0 + cov g``, ``g`` the central-difference gradient of ``log_post`` at ``theta0`` with
-    one sd of ``cov`` per coordinate (exact on a quadratic); and the evaluations it took (11)."""
+    one sd of ``cov`` per coordinate (exact on a quadratic); and the evaluations it took (11).
+    Raises ``ValueError`` where the log posterior is not finite there."""
     h = np.sqrt(np.diag(cov))
     f0 = log_post(theta0)
     grad = np.empty(len(theta0))
     for j, e in enumerate(np.diag(h)):
         grad[j] = (log_post(theta0 + e) - log_post(theta0 - e)) / (2.0 * h[j])
     if not (math.isfinite(f0) and np.all(np.isfinite(grad))):
-        raise UsageError(
-            "--cut-check: the log posterior is not finite within one conditional sd of the "
-            "Newton draws' mean mode; use --cut-newton-draws equal to --cut-draws (no linear modes)"
+        raise ValueError(
+            "the log posterior is not finite within one conditional sd of the Newton draws' mean "
+            "mode"
         )
     return theta0 + cov @ grad, 1 + 2 * len(theta0)
 

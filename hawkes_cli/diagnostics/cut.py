@@ -35,9 +35,13 @@ cov_J(x, y) / var_J(x)``, ``e = y - b x``, and
     var(y) = b^2 var_K(x) + var_J(e)      (var_J(e) with J - 2 degrees of freedom)
 
 an identity for the population projection (no linearity assumed), with ``var_K(x)`` over all
-``K`` draws. Where the proxy is exact (at 1M ``xi0``, ``sigma_x``, ``sigma_t``: slope 1.00,
-correlation 1.000) the error is that of ``K`` draws; where it is poor (``mu0``, ``tau_t``) that
-of the ``J`` Newton draws.
+``K`` draws (``b^2`` less its bias ``var_J(e) / Sxx``, from the slope's error). Its relative
+error in variance is about ``sqrt(2 r^4 / K + 4 r^2 (1 - r^2) / J + 2 (1 - r^2)^2 / (J - 2))``
+(``r`` the correlation of the two modes): where the proxy is exact (at 1M ``xi0``, ``sigma_x``,
+``sigma_t``: slope 1.00, correlation 1.000) that of ``K`` draws; at ``r = 0.96`` (373 events)
+about that of 75 Newton draws; where it is poor that of the ``J`` Newton draws. Simulated at
+``J = 20``, ``K = 200`` (normal and t5 modes, ``r`` from 0 to 1): sd bias within 2%, the
+jackknife se within 5% of the estimate's spread (coverage of +- 2 se 0.91-0.95).
 
 The chains' sd of the same log-parameter has the MCSE of R's ``posterior`` (``mcse_sd``: the
 ESS of the centred squares, Kenney and Keeping's variance of a variance, the delta method), so
@@ -576,7 +580,7 @@ def _linear_between(
     corr = float(np.corrcoef(x[:j], y)[0, 1]) if sy > 0 else math.nan
     keep = ~np.eye(k, dtype=bool)
     loo = np.array([_double_sampling(x[keep[i]], y[keep[i][:j]]) for i in range(k)])
-    se = math.sqrt((k - 1) / k * float(np.sum((loo - loo.mean()) ** 2)))
+    se = math.sqrt((k - 1) / k * float(np.sum((loo - loo.mean()) ** 2)))  # NaN if any is
     fields = {**fields, "linear_slope": slope, "linear_corr": corr, "between_draws": k}
     return (_double_sampling(x, y), se), fields
 
@@ -588,13 +592,20 @@ def _slope(x: np.ndarray, y: np.ndarray) -> float:
 
 
 def _double_sampling(x: np.ndarray, y: np.ndarray) -> float:
-    """``sqrt(b^2 var(x) + var(e))``: the sd of ``y`` (the first ``len(y)`` items of ``x`` are
-    its pairs) from the regression of ``y`` on ``x``, ``var(x)`` over all of ``x``."""
+    """``sqrt((b^2 - var(e) / Sxx) var(x) + var(e))``: the sd of ``y`` (the first ``len(y)``
+    items of ``x`` are its pairs) from the regression of ``y`` on ``x``, ``var(x)`` over all of
+    ``x``; ``b^2`` less its bias from the slope's error (``E[b^2] = beta^2 + sigma_e^2 / Sxx``:
+    +6% in variance at ``J = 20`` with an uninformative proxy, +80% at ``J = 4``). NaN when the
+    paired ``x`` do not vary."""
     j = len(y)
-    b = _slope(x[:j], y)
+    xc = x[:j] - x[:j].mean()
+    sxx = float(xc @ xc)
+    if sxx <= 0:
+        return math.nan
+    b = float(xc @ (y - y.mean())) / sxx
     e = y - b * x[:j]
     var_e = float(np.sum((e - e.mean()) ** 2)) / (j - 2)
-    return math.sqrt(b * b * float(np.var(x, ddof=1)) + var_e)
+    return math.sqrt(max((b * b - var_e / sxx) * float(np.var(x, ddof=1)) + var_e, 0.0))
 
 
 def _verdict(rows: Sequence[CutRow]) -> tuple[str, str]:
