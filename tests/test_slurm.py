@@ -188,6 +188,48 @@ def test_a_refused_sbatch_leaves_the_run_as_it_was(tmp_path, monkeypatch):
     assert {p: p.read_bytes() for p in files} == files
     assert not rdir.plan_path.exists()  # it had none
     assert rdir.read_jobs() == []
+    # byte for byte, whatever the old script's encoding and line ends
+    rdir.script_path.write_bytes(b"#!/bin/sh\r\n# caf\xe9\r\n")
+    with pytest.raises(HawkesError, match="sbatch refused"):
+        jobs.submit(longer)
+    assert rdir.script_path.read_bytes() == b"#!/bin/sh\r\n# caf\xe9\r\n"
+    # a failure before sbatch (the logs folder cannot be made) is undone too
+    rdir.script_path.write_bytes(files[rdir.script_path])
+    rdir.slurm_logs_dir.rmdir()  # made by the submissions above (an empty folder stays)
+    rdir.slurm_logs_dir.write_text("not a folder")
+    with pytest.raises(OSError):
+        jobs.submit(longer)
+    assert {p: p.read_bytes() for p in files} == files
+
+
+def test_a_job_that_may_be_queued_keeps_the_submissions_files(tmp_path, monkeypatch):
+    """sbatch answers with no readable job id (or does not answer in time): the job may be
+    queued, so config.yaml stays what the job reads, and the error says to check squeue."""
+    from hawkes_cli.errors import HawkesError
+    from hawkes_cli.slurm import jobs
+
+    sbatch = tmp_path / "sbatch"
+    sbatch.write_text("#!/bin/sh\necho 4242\necho 'note: job queued'\n")
+    sbatch.chmod(0o755)
+    monkeypatch.setattr(jobs, "slurm_command", lambda name: str(sbatch))
+    run_dir = str(tmp_path / "run")
+    longer = make_config(run_dir, slurm={"time": "48:00:00"})
+    with pytest.raises(HawkesError, match="may have been queued: check squeue"):
+        jobs.submit(longer)
+    rdir = RunDir.of(longer)
+    assert rdir.load_config().slurm.time == "48:00:00"
+    assert rdir.script_path.exists() and rdir.plan_path.exists()
+
+
+def test_dry_run_refuses_a_run_with_live_jobs(tmp_path, monkeypatch):
+    from hawkes_cli.errors import HawkesError
+    from hawkes_cli.slurm import jobs
+
+    run_dir = str(tmp_path / "run")
+    RunDir.of(make_config(run_dir)).write_config(make_config(run_dir))
+    monkeypatch.setattr(jobs, "active_jobs", lambda root: ["100"])
+    with pytest.raises(HawkesError, match=r"has job.s. 100 pending or running"):
+        jobs.submit(make_config(run_dir, slurm={"time": "48:00:00"}), dry_run=True)
 
 
 @pytest.mark.parametrize(

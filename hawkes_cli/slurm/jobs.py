@@ -65,14 +65,8 @@ def unfinished_nodes(config: Config, plan: Plan) -> list[int]:
 
 
 def _config_change(rdir: RunDir, config: Config) -> tuple[str, ...] | None:
-    """:meth:`RunDir.config_change` with the submit command's advice on another run's config."""
-    return rdir.config_change(config, afresh="remove that run directory to start afresh")
-
-
-def _claim_run_dir(rdir: RunDir, config: Config) -> tuple[str, ...] | None:
-    """Refuse a run with live jobs or of another config; then write the resolved config (one
-    that differs in ``config.RUN_ONLY_KEYS`` only, e.g. ``slurm.time``, replaces the run's).
-    Returns what changed (:meth:`RunDir.config_change`)."""
+    """Refuse a run with live jobs or of another config (what a submission refuses); else what
+    writing ``config`` would change (:meth:`RunDir.config_change`). Writes nothing."""
     active = active_jobs(rdir.root)
     if active:
         raise HawkesError(
@@ -80,36 +74,56 @@ def _claim_run_dir(rdir: RunDir, config: Config) -> tuple[str, ...] | None:
             f"or cancel them (hawkes-run cancel {shlex.quote(str(rdir.root))}) before "
             "submitting again"
         )
-    change = _config_change(rdir, config)
-    rdir.write_config(config)
-    return change
+    return rdir.config_change(config, afresh="remove that run directory to start afresh")
 
 
-def _restore(path: Path, text: str | None) -> None:
+def _restore(path: Path, data: bytes | None) -> None:
     """Put back the file ``path`` held before a failed submission (``None``: remove it)."""
-    if text is None:
-        path.unlink(missing_ok=True)
-    else:
-        atomic.write_text(path, text)
+    try:
+        if data is None:
+            path.unlink(missing_ok=True)
+        else:
+            atomic.write_bytes(path, data)
+    except OSError as exc:  # the submission's own error is the one to report
+        log.warning("could not put back %s after the failed submission (%s)", path, exc)
+
+
+class _MaybeSubmitted(HawkesError):
+    """sbatch did not say clearly whether it queued the job (a time-out, an unreadable reply):
+    the run's files stay as this submission wrote them."""
 
 
 def _sbatch(sbatch: str, rdir: RunDir, array: str, plan: Plan) -> str:
-    """Submit the written script for array tasks ``array``; the job id."""
+    """Submit the written script for array tasks ``array``; the job id. Raises
+    :class:`HawkesError` when sbatch refuses the job (nothing queued), :class:`_MaybeSubmitted`
+    when it may have queued it."""
     cmd = [sbatch, "--parsable"]
     if array != plan.resources.array:
         cmd.append(f"--array={array}")  # the command line overrides the script's directive
     cmd.append(str(rdir.script_path))
-    proc = call(cmd, cwd=rdir.slurm_dir)
+    try:
+        proc = call(cmd, cwd=rdir.slurm_dir)
+    except HawkesError as exc:
+        raise _MaybeSubmitted(f"{exc}; {_MAYBE}") from None
     if proc.returncode != 0:
         raise HawkesError(
             f"sbatch refused the job ({proc.stderr.strip() or f'exit {proc.returncode}'}); "
-            f"script: {rdir.script_path}"
+            f"nothing was submitted and {rdir.root} is as it was (hawkes-run submit --dry-run "
+            "prints the script)"
         )
     out = proc.stdout.strip().splitlines()
     job_id = out[-1].split(";")[0].strip() if out else ""
     if not job_id.isdigit():
-        raise HawkesError(f"sbatch --parsable printed {proc.stdout!r}, expected a job id")
+        raise _MaybeSubmitted(
+            f"sbatch --parsable printed {proc.stdout!r}, expected a job id; {_MAYBE}"
+        )
     return job_id
+
+
+_MAYBE = (
+    "the job may have been queued: check squeue before submitting again (the run's files are "
+    "those of this submission)"
+)
 
 
 def submit(
@@ -150,21 +164,24 @@ def submit(
         change = _config_change(rdir, config)
         return Submission(script, None, None, plan.resources.array, plan, change)
     sbatch = slurm_command("sbatch")
-    before = {p: p.read_text() if p.exists() else None for p in _submit_files(rdir)}
-    change = _claim_run_dir(rdir, config)
-    rdir.slurm_logs_dir.mkdir(parents=True, exist_ok=True)
-    atomic.write_text(rdir.script_path, script)
-    atomic.write_json(rdir.plan_path, plan.to_json())
-    pending = unfinished_nodes(config, plan)
-    if not pending:
-        log.info("all %d chains of %s are finished; nothing to submit", plan.chains, rdir.root)
-        return Submission(script, rdir.script_path, None, "", plan, change)
-    array = array_ranges(pending)
+    change = _config_change(rdir, config)
+    before = {p: p.read_bytes() if p.exists() else None for p in _submit_files(rdir)}
     try:
+        rdir.write_config(config)
+        rdir.slurm_logs_dir.mkdir(parents=True, exist_ok=True)
+        atomic.write_text(rdir.script_path, script)
+        atomic.write_json(rdir.plan_path, plan.to_json())
+        pending = unfinished_nodes(config, plan)
+        if not pending:
+            log.info("all %d chains of %s are finished; nothing to submit", plan.chains, rdir.root)
+            return Submission(script, rdir.script_path, None, "", plan, change)
+        array = array_ranges(pending)
         job_id = _sbatch(sbatch, rdir, array, plan)
-    except HawkesError:
-        for path, text in before.items():  # nothing submitted: the run as it was
-            _restore(path, text)
+    except _MaybeSubmitted:
+        raise
+    except Exception:
+        for path, data in before.items():  # nothing was submitted: the run as it was
+            _restore(path, data)
         raise
     rdir.record_job(
         {
