@@ -8,20 +8,21 @@ each with a finite-difference Hessian (about 100 evaluations and 21 trigger pass
 error for ``sigma_x``. Here, for location draw ``k`` (the check's own, :func:`hawkes_cli.
 cutcheck.cut_locations` with the run's seed):
 
-1. ``g_k``: the central-difference gradient of the conditional log posterior at the common
-   point ``theta0`` (the mean of the reference check's modes), step one within-draw sd per
-   coordinate (10 evaluations, of which 4 move the expensive block: 5 trigger passes);
-2. ``m_k = theta0 + W g_k`` with ``W`` the mean of the check's conditional covariances: the
-   Newton step of a quadratic with the mean curvature, exact when the conditionals are
-   Gaussian with one covariance (what the check's sum ``mean W_k + var m_k`` assumes anyway);
-3. the diagonal second differences give each draw's conditional precision per coordinate
-   (``-H_jj``), compared with the check's.
+1. ``W``: the inverse negative finite-difference Hessian at ``theta0`` (the mean of the
+   reference check's modes) on location draw 0, cached beside ``--out`` (the reference's JSON
+   keeps each draw's sds, not its covariance);
+2. the draw's linear mode :func:`hawkes_cli.cutcheck.linear_mode` ``theta0 + W g_k``, ``g_k``
+   the central-difference gradient at ``theta0``, one ``W`` sd per coordinate (11 evaluations,
+   5 pair passes): the Newton step of a quadratic with that curvature, exact up to a constant
+   shift when the conditionals are Gaussian with one covariance.
 
-Draws ``0..K_ref-1`` are the reference check's: their linear modes against its Newton modes
-(correlation, sd ratio) show whether the shortcut holds before the new draws are used. One JSON
-line per draw is appended to ``--out`` as it goes (a stopped run keeps what it did); a second
-call with ``--summary`` prints the between-draw sds of the reference's draws, the new ones and
-all, with normal-theory se, and the cut sd / chains' sd ratio they imply.
+One JSON line per draw is appended to ``--out`` as it goes (a stopped run keeps what it did).
+``--summary`` then prints how the linear modes of the reference's own draws follow its Newton
+modes (correlation, sd ratio), the between-draw sds of the reference's, the new and all draws,
+and the check (:func:`hawkes_cli.diagnostics.cut.summarise_cut`: the reference's Newton draws
+and every linear mode, the between-draw sd by double sampling) against the reference's run
+(its chains' sds as recorded) and each ``--chains`` run; ``--name`` writes it to
+``benchmarks/results/cut-NAME.{txt,json}``.
 
     python benchmarks/cut_between_linear.py RUN \\
         --reference benchmarks/results/cut-1000000-m1-nexp4-k50.json \\
@@ -42,7 +43,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hawkes_cli.cutcheck import chain_start, conditional_posterior
+from hawkes_cli.cutcheck import chain_start, conditional_posterior, linear_mode
 from hawkes_cli.diagnostics import DiagnoseOptions, load_draws
 from hawkes_cli.diagnostics.cut import STATUS_LINEAR, Conditional, summarise_cut
 from hawkes_cli.diagnostics.cut_text import format_cut
@@ -76,42 +77,23 @@ def common_covariance(posterior, locations, theta0: np.ndarray, sd: np.ndarray, 
     return w
 
 
-def gradient_draw(posterior, theta0: np.ndarray, h: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Central-difference gradient (5,) and diagonal second differences (5,) at ``theta0``."""
-    f0 = posterior(theta0)
-    g, d2 = np.empty(len(theta0)), np.empty(len(theta0))
-    for j in range(len(theta0)):
-        e = np.zeros(len(theta0))
-        e[j] = h[j]
-        fp, fm = posterior(theta0 + e), posterior(theta0 - e)
-        g[j] = (fp - fm) / (2.0 * h[j])
-        d2[j] = (fp + fm - 2.0 * f0) / h[j] ** 2
-    return g, d2
-
-
 def run(args: argparse.Namespace) -> None:
     theta0, sd, _, _ = reference(args.reference)
     posterior, locations = conditional_posterior(args.run_dir)
     w = common_covariance(posterior, locations, theta0, sd, _w_path(args.out))
     logging.info("common W: sds %s (reference mean %s)", np.sqrt(np.diag(w)), sd)
-    h = np.sqrt(np.diag(w))
     lik = posterior.likelihood
     a, b = (int(x) for x in args.draws.split(":"))
-    done = set()
-    if args.out.exists():
-        done = {json.loads(line)["k"] for line in args.out.read_text().splitlines() if line}
+    done = {r["k"] for r in _rows(args.out)} if args.out.exists() else set()
     for k in range(a, b):
         if k in done:
             continue
         t0, passes = time.perf_counter(), lik.pair_passes
         lik.set_locations(*locations(k))
-        g, d2 = gradient_draw(posterior, theta0, h)
-        mode = theta0 + w @ g
+        mode, _ = linear_mode(posterior, theta0, w)
         row = {
             "k": k,
             "mode": mode.tolist(),
-            "grad": g.tolist(),
-            "d2": d2.tolist(),
             "pair_passes": int(lik.pair_passes - passes),
             "seconds": time.perf_counter() - t0,
         }
@@ -130,12 +112,11 @@ def _sd_se(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return sd, sd / math.sqrt(2.0 * (len(x) - 1))
 
 
-def conditionals(args: argparse.Namespace) -> list[Conditional]:
-    """The reference's Newton draws (diagonal covariances: the check reads only those) with
-    their linear modes, then the linear-only draws, as the check's own
+def conditionals(cut: dict, rows: list[dict]) -> list[Conditional]:
+    """The reference check ``cut``'s Newton draws (diagonal covariances: the check reads only
+    those) with their linear modes (``rows``), then the linear-only draws, as the check's own
     (:func:`hawkes_cli.cutcheck.run_cut_check`) would hand them to ``summarise_cut``."""
-    cut = json.loads(args.reference.read_text())["runs"][0]["cut_check"]
-    rows = {r["k"]: r for r in _rows(args.out)}
+    rows = {r["k"]: r for r in rows}
     out = []
     for k, d in enumerate(cut["draws"]):
         sd = np.array([d["sd"][n] for n in PARAM_NAMES])
@@ -154,9 +135,10 @@ def _rows(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line]
 
 
-def summary(args: argparse.Namespace) -> tuple[str, dict]:
+def summary(args: argparse.Namespace) -> tuple[str, dict, list[dict]]:
     """The validation of the linear modes on the reference's draws, the between-draw sds by
-    group of draws, and the check (double sampling) against each run's chains."""
+    group of draws, and the check (double sampling) against each run's chains; with the
+    checks' JSON and the linear rows."""
     _, sd_ref, ref_modes, cut = reference(args.reference)
     rows = _rows(args.out)
     by_k = {r["k"]: np.array(r["mode"]) for r in rows}
@@ -183,7 +165,7 @@ def summary(args: argparse.Namespace) -> tuple[str, dict]:
             sd, se = _sd_se(m)
             cells = [f"{s:.3g} ({e:.2g})".rjust(20) for s, e in zip(sd, se, strict=True)]
             lines.append(f"{name + f' K={len(m)}':32} " + " ".join(cells))
-    conds = conditionals(args)
+    conds = conditionals(cut, rows)
     ref_chains = {p["name"]: (p["chains_sd"], p["chains_se"]) for p in cut["parameters"]}
     checks = {}
     for run in [None, *args.chains]:
@@ -211,7 +193,7 @@ def summary(args: argparse.Namespace) -> tuple[str, dict]:
         if run is None:
             doc["parameters"] = rows_out
         checks[str(run or cut["run_dir"])] = doc
-    return "\n".join(lines) + "\n", checks
+    return "\n".join(lines) + "\n", checks, rows
 
 
 def main() -> None:
@@ -226,12 +208,12 @@ def main() -> None:
     args = ap.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     if args.summary:
-        text, checks = summary(args)
+        text, checks, rows = summary(args)
         print(text, end="")
         if args.name:
             stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
             doc = {"date": stamp, "host": platform.node(), "reference": str(args.reference),
-                   "linear": [r for r in _rows(args.out)], "checks": checks}  # fmt: skip
+                   "linear": rows, "checks": checks}  # fmt: skip
             (RESULTS / f"cut-{args.name}.txt").write_text(f"# {stamp} on {platform.node()}\n{text}")
             (RESULTS / f"cut-{args.name}.json").write_text(json.dumps(doc, indent=1) + "\n")
     else:

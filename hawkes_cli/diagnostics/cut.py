@@ -573,9 +573,9 @@ def _linear_between(
     y = np.array([c.mode[index] for c in both])
     x = np.array([c.linear[index] for c in both + only])  # type: ignore[index]
     j, k = len(both), len(x)
-    if np.var(x[:j]) <= 0:
+    slope, _, sxx = _regression(x[:j], y)
+    if sxx <= 0:
         return None, fields
-    slope = _slope(x[:j], y)
     sy = float(np.std(y))
     corr = float(np.corrcoef(x[:j], y)[0, 1]) if sy > 0 else math.nan
     keep = ~np.eye(k, dtype=bool)
@@ -585,10 +585,16 @@ def _linear_between(
     return (_double_sampling(x, y), se), fields
 
 
-def _slope(x: np.ndarray, y: np.ndarray) -> float:
-    """Least-squares slope of ``y`` on ``x``."""
+def _regression(x: np.ndarray, y: np.ndarray) -> tuple[float, float, float]:
+    """Least squares of ``y`` on ``x`` (same length): the slope ``b``, the residual variance
+    (``n - 2`` degrees of freedom) and ``Sxx``; NaNs when ``x`` does not vary."""
     xc = x - x.mean()
-    return float(xc @ (y - y.mean()) / (xc @ xc))
+    sxx = float(xc @ xc)
+    if sxx <= 0:
+        return math.nan, math.nan, sxx
+    b = float(xc @ (y - y.mean())) / sxx
+    e = y - b * x
+    return b, float(np.sum((e - e.mean()) ** 2)) / (len(y) - 2), sxx
 
 
 def _double_sampling(x: np.ndarray, y: np.ndarray) -> float:
@@ -597,14 +603,9 @@ def _double_sampling(x: np.ndarray, y: np.ndarray) -> float:
     ``x``; ``b^2`` less its bias from the slope's error (``E[b^2] = beta^2 + sigma_e^2 / Sxx``:
     +6% in variance at ``J = 20`` with an uninformative proxy, +80% at ``J = 4``). NaN when the
     paired ``x`` do not vary."""
-    j = len(y)
-    xc = x[:j] - x[:j].mean()
-    sxx = float(xc @ xc)
+    b, var_e, sxx = _regression(x[: len(y)], y)
     if sxx <= 0:
         return math.nan
-    b = float(xc @ (y - y.mean())) / sxx
-    e = y - b * x[:j]
-    var_e = float(np.sum((e - e.mean()) ** 2)) / (j - 2)
     return math.sqrt(max((b * b - var_e / sxx) * float(np.var(x, ddof=1)) + var_e, 0.0))
 
 
