@@ -195,11 +195,46 @@ def test_a_refused_sbatch_leaves_the_run_as_it_was(tmp_path, monkeypatch):
     assert rdir.script_path.read_bytes() == b"#!/bin/sh\r\n# caf\xe9\r\n"
     # a failure before sbatch (the logs folder cannot be made) is undone too
     rdir.script_path.write_bytes(files[rdir.script_path])
-    rdir.slurm_logs_dir.rmdir()  # made by the submissions above (an empty folder stays)
+    assert not rdir.slurm_logs_dir.exists()  # the refused submissions removed the folder they made
     rdir.slurm_logs_dir.write_text("not a folder")
     with pytest.raises(OSError):
         jobs.submit(longer)
     assert {p: p.read_bytes() for p in files} == files
+
+
+def test_a_refused_new_run_leaves_no_folder_and_no_warning(tmp_path, monkeypatch, caplog):
+    """sbatch refuses the first submission of a run: no run directory is left behind (not even
+    the empty folders above it); a refused run-only change logs no "changed" WARNING, and the
+    same change logs it once when sbatch takes the job."""
+    from hawkes_cli.errors import HawkesError
+    from hawkes_cli.slurm import jobs
+
+    refuse = tmp_path / "refuse"
+    refuse.write_text("#!/bin/sh\necho 'sbatch: error: invalid partition' >&2\nexit 1\n")
+    accept = tmp_path / "accept"
+    accept.write_text("#!/bin/sh\necho 4242\n")
+    for script in (refuse, accept):
+        script.chmod(0o755)
+    sbatch = {"path": str(refuse)}
+    monkeypatch.setattr(jobs, "slurm_command", lambda name: sbatch["path"])
+    monkeypatch.setattr(jobs, "active_jobs", lambda root: [])
+    run_dir = tmp_path / "new" / "deeper" / "run"
+    with pytest.raises(HawkesError, match="sbatch refused the job"):
+        jobs.submit(make_config(str(run_dir)))
+    assert not (tmp_path / "new").exists()
+
+    rdir = RunDir.of(make_config(str(run_dir)))
+    rdir.write_config(make_config(str(run_dir)))
+    longer = make_config(str(run_dir), slurm={"time": "48:00:00"})
+    caplog.set_level("WARNING", logger="hawkes_cli")
+    with pytest.raises(HawkesError, match="sbatch refused the job"):
+        jobs.submit(longer)
+    assert not [r for r in caplog.records if "changed" in r.getMessage()]
+    assert sorted(p.name for p in run_dir.iterdir()) == ["chains", "config.yaml", "logs"]
+    sbatch["path"] = str(accept)
+    assert jobs.submit(longer).job_id == "4242"
+    changed = [r.getMessage() for r in caplog.records if "changed" in r.getMessage()]
+    assert len(changed) == 1 and "slurm.time" in changed[0]
 
 
 def test_a_job_that_may_be_queued_keeps_the_submissions_files(tmp_path, monkeypatch):

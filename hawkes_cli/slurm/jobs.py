@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import shlex
@@ -150,7 +151,8 @@ def submit(
     Raises
     ------
     HawkesError
-        No ``sbatch``, a rejected submission (the run's files are put back as they were), or
+        No ``sbatch``, a rejected submission (the run's files are put back as they were and the
+        folders it made removed), or
         jobs of this run still pending or running.
     StorageError
         The run directory holds a run of another config.
@@ -166,23 +168,28 @@ def submit(
     sbatch = slurm_command("sbatch")
     change = _config_change(rdir, config)
     before = {p: p.read_bytes() if p.exists() else None for p in _submit_files(rdir)}
+    made = _missing_folders(rdir)
     try:
-        rdir.write_config(config)
+        rdir.write_config(config, announce=False)
         rdir.slurm_logs_dir.mkdir(parents=True, exist_ok=True)
         atomic.write_text(rdir.script_path, script)
         atomic.write_json(rdir.plan_path, plan.to_json())
         pending = unfinished_nodes(config, plan)
         if not pending:
+            rdir.announce_change(change)
             log.info("all %d chains of %s are finished; nothing to submit", plan.chains, rdir.root)
             return Submission(script, rdir.script_path, None, "", plan, change)
         array = array_ranges(pending)
         job_id = _sbatch(sbatch, rdir, array, plan)
     except _MaybeSubmitted:
+        rdir.announce_change(change)  # the files stay as this submission wrote them
         raise
     except Exception:
         for path, data in before.items():  # nothing was submitted: the run as it was
             _restore(path, data)
+        _remove_empty(made)
         raise
+    rdir.announce_change(change)  # said once the job holds the changed config
     rdir.record_job(
         {
             "job_id": job_id,
@@ -201,6 +208,25 @@ def submit(
 def _submit_files(rdir: RunDir) -> tuple[Path, ...]:
     """The files a submission rewrites before ``sbatch`` accepts it."""
     return (rdir.config_path, rdir.script_path, rdir.plan_path)
+
+
+def _missing_folders(rdir: RunDir) -> list[Path]:
+    """The folders a submission makes that do not exist yet (the run directory and those above
+    it included), each after the folders above it."""
+    missing: list[Path] = []
+    for leaf in (rdir.chains_dir, rdir.logs_dir, rdir.slurm_logs_dir):
+        for folder in reversed((leaf, *leaf.parents)):
+            if not folder.exists() and folder not in missing:
+                missing.append(folder)
+    return missing
+
+
+def _remove_empty(folders: list[Path]) -> None:
+    """Remove the folders a failed submission made, deepest first, where they are still empty
+    (a folder something else has written into meanwhile stays)."""
+    for folder in reversed(folders):
+        with contextlib.suppress(OSError):
+            folder.rmdir()
 
 
 # --------------------------------------------------------------------------- status, cancel
