@@ -32,7 +32,9 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from datetime import datetime, timezone
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -99,11 +101,11 @@ def wakeups(wait: float, stop: threading.Event, limit: int) -> np.ndarray:
     return np.asarray(late)
 
 
-def measure(inputs, x, y, model: int, wait: float, reps: int) -> dict:
-    """Baseline wake-ups (no worker), the build alone, then the build on a worker thread with
-    the main thread waking beside it."""
+def measure(work_once: Callable[[], dict], wait: float, reps: int) -> dict:
+    """Baseline wake-ups (no worker), ``work_once()`` alone, then on a worker thread with the
+    main thread waking beside it (``work_once`` returns a dict of its own figures)."""
     base = wakeups(wait, threading.Event(), 2000)
-    alone = [build(inputs, x, y, model) for _ in range(reps)]
+    alone = [work_once() for _ in range(reps)]
     beside: list[dict] = []
     late: list[np.ndarray] = []
     for _ in range(reps):
@@ -111,7 +113,7 @@ def measure(inputs, x, y, model: int, wait: float, reps: int) -> dict:
         result: dict = {}
 
         def work(result=result, stop=stop) -> None:
-            result.update(build(inputs, x, y, model))
+            result.update(work_once())
             stop.set()
 
         worker = threading.Thread(target=work)
@@ -125,8 +127,6 @@ def measure(inputs, x, y, model: int, wait: float, reps: int) -> dict:
     delays = [np.clip(v - typical, 0.0, None) for v in late]
     total = [float(d.sum()) for d in delays]
     return {
-        "model": model,
-        "n": int(x.size),
         "wait_s": wait,
         "baseline_late_median_s": typical,
         "baseline_late_p99_s": float(np.quantile(base, 0.99)),
@@ -207,7 +207,8 @@ def main() -> None:
     rows = []
     for model in (1, 2):
         inputs, x, y = inputs_for(events, model, args.seed)
-        rows.append(measure(inputs, x, y, model, args.wait, args.reps))
+        row = measure(partial(build, inputs, x, y, model), args.wait, args.reps)
+        rows.append({"model": model, "n": int(x.size), **row})
         print(table(meta, rows), flush=True)
     args.out_dir.mkdir(parents=True, exist_ok=True)
     stem = args.out_dir / f"gil-{args.name}"
