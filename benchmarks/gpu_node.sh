@@ -12,6 +12,9 @@
 #                                                      -> OUT/pass-shape-<name>.{txt,json}
 #   4. hawkes-run devices --check --bench, each model (a new node's one screen)
 #                                                      -> OUT/devices-bench-m{1,2}.txt
+#   5. bench_gil.py: the node host's own build of a draw's index and row blocks on the worker
+#      thread and how long it keeps a waiting main thread from Python (the host factor of the
+#      README's GPU projection)                        -> OUT/gil-<name>.{txt,json}
 #
 #   bash benchmarks/gpu_node.sh OUT [NAME]             # NAME: results name, default "gpu"
 #   N=20000 ITERATIONS=8 bash benchmarks/gpu_node.sh /tmp/out test    # a quick trial on a CPU
@@ -52,4 +55,6 @@ for model in 1 2; do
     run "devices-bench-m$model" "$PY" -m hawkes_cli run devices --check --bench --n "$N" \
         --model "$model" --out "$OUT/devices-bench-m$model.txt"
 done
+run gil "$PY" benchmarks/bench_gil.py --n "$N" --work "$WORK" --name "$NAME" --out-dir "$OUT" \
+    --note "host of $(hostname), beside nothing else of this script"
 ls -l "$OUT"
