@@ -19,6 +19,12 @@
 #   bash benchmarks/gpu_node.sh OUT [NAME]             # NAME: results name, default "gpu"
 #   N=20000 ITERATIONS=8 bash benchmarks/gpu_node.sh /tmp/out test    # a quick trial on a CPU
 #
+# ARCHIVE=FILE.tar.gz: after each step, OUT's files so far packed into FILE (written beside it,
+# then renamed, so FILE is always whole): what a machine that returns only a few files, or is
+# stopped at a time limit, hands back (benchmarks/gpu_session.sh). STEPS="NAME ...": only the
+# steps of those names (devices-check iteration iteration-noahead pass-shape devices-bench-m1
+# devices-bench-m2 gil), to split the list over calls; the others print "NAME: skipped".
+#
 # The device is HAWKES_OPENCL_DEVICE's (default here: gpu). Run it inside a GPU job
 # (`srun --gpus=1 --time=00:30:00 bash benchmarks/gpu_node.sh OUT`); commit OUT's files under
 # benchmarks/results/ with the CPU's from the same commit. Not part of CI.
@@ -34,15 +40,30 @@ export HAWKES_OPENCL_DEVICE=${HAWKES_OPENCL_DEVICE:-gpu}
 export PYTHONUNBUFFERED=1
 mkdir -p "$OUT" "$WORK"
 PY=${PYTHON:-python3}
+ARCHIVE=${ARCHIVE:-}
+STEPS=${STEPS:-}
+archive() {  # OUT's files into ARCHIVE, where set (tmp + mv: never a half-written archive)
+    [ -n "$ARCHIVE" ] || return 0
+    local base
+    base=$(basename "$ARCHIVE")
+    tar -czf "$ARCHIVE.tmp" --exclude="$base" --exclude="$base.tmp" -C "$OUT" . \
+        && mv -f "$ARCHIVE.tmp" "$ARCHIVE"
+}
 run() {  # run NAME COMMAND...: its output into OUT/NAME.log, a line when it ends
     local name=$1
     shift
+    if [ -n "$STEPS" ] && [[ " $STEPS " != *" $name "* ]]; then
+        echo "$name: skipped"
+        return 0
+    fi
     local t0=$SECONDS
     "$@" > "$OUT/$name.log" 2>&1
-    echo "$name: exit $? after $((SECONDS - t0)) s"
+    local rc=$?
+    [ "$name" = devices-check ] && mv "$OUT/devices-check.log" "$OUT/devices-check.txt"
+    archive
+    echo "$name: exit $rc after $((SECONDS - t0)) s"
 }
 run devices-check "$PY" -m hawkes_cli run devices --check
-mv "$OUT/devices-check.log" "$OUT/devices-check.txt"
 for ahead in 1 0; do
     suffix=$([ "$ahead" = 0 ] && echo "-noahead" || echo "")
     HAWKES_DRAW_AHEAD=$ahead run "iteration$suffix" "$PY" benchmarks/bench_iteration.py \
@@ -58,3 +79,4 @@ done
 run gil "$PY" benchmarks/bench_gil.py --n "$N" --work "$WORK" --name "$NAME" --out-dir "$OUT" \
     --note "host of $(hostname), beside nothing else of this script"
 ls -l "$OUT"
+archive
