@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import json
 import platform
-import subprocess
 import sys
 import threading
 import time
@@ -43,7 +42,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-from bench_iteration import START, write_events  # noqa: E402
+from bench_iteration import START, bench_commit, write_events  # noqa: E402
 from bench_pass_shape import KAPPA  # noqa: E402
 
 from hawkes_cli.engine.ahead import IndexInputs, blocks_for, index_for  # noqa: E402
@@ -200,9 +199,7 @@ def main() -> None:
         "events": str(events),
         "seed": args.seed,
         "note": args.note,
-        "commit": subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=HERE
-        ).stdout.strip(),
+        "commit": bench_commit(),
     }
     rows = []
     for model in (1, 2):

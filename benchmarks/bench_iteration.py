@@ -57,6 +57,18 @@ START = {
 SETTINGS = {"fixed": 0, "redraw": 1}
 
 
+def bench_commit() -> str:
+    """The commit a bench's results name: ``HAWKES_BENCH_COMMIT`` where set (a copy of the tree
+    on another machine may carry a stale or no ``.git``), else ``git rev-parse --short HEAD``
+    (empty outside a checkout)."""
+    return (
+        os.environ.get("HAWKES_BENCH_COMMIT")
+        or subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=HERE
+        ).stdout.strip()
+    )
+
+
 def write_events(n: int, path: Path) -> None:
     """``make_county_data(n)`` with continuous times, as an events file with FIPS codes."""
     from hawkes_cli.data import EventData
@@ -259,13 +271,7 @@ def main() -> None:
     events = args.work / f"events-{args.n}.h5"
     if not events.exists():
         write_events(args.n, events)
-    # a copy of the tree on another machine may carry a stale .git: the caller can say
-    commit = (
-        os.environ.get("HAWKES_BENCH_COMMIT")
-        or subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=HERE
-        ).stdout.strip()
-    )
+    commit = bench_commit()
     meta = {
         "n": args.n,
         "iterations": args.iterations,
@@ -300,6 +306,9 @@ def main() -> None:
             )
             out.with_suffix(".txt").write_text(text(meta, results))
             print(text(meta, results).split("\n\n")[0].splitlines()[-1], flush=True)
+    failed = [name for name, r in results.items() if r.get("rc") != 0]
+    if failed:  # the results stay written; the caller (gpu_node.sh) sees the exit status
+        raise SystemExit(f"chains failed: {', '.join(failed)} (see their lines above)")
 
 
 if __name__ == "__main__":

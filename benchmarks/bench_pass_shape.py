@@ -41,7 +41,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-from bench_iteration import START, device_name, write_events  # noqa: E402
+from bench_iteration import START, bench_commit, device_name, write_events  # noqa: E402
 
 #: Cut-off exponent per model: what the bench_iteration chains (1M, redraw, tolerance 0.05
 #: nats, float32) calibrated at START (checkpoints of 2026-11-29: 17.8 and 24.3).
@@ -212,7 +212,8 @@ def in_child(
 
 def table(meta: dict, results: dict) -> str:
     lines = [
-        f"# bench_pass_shape N={meta['n']:,} on {meta['device']}, float32, {meta['date']}",
+        f"# bench_pass_shape N={meta['n']:,} on {meta['device']}, float32, {meta['date']}, "
+        f"commit {meta.get('commit') or 'unknown'}",
         "# truncated trigger pass at each model's 1M point and calibrated cut-off "
         "(evaluated = pair terms the kernel sums exactly; ideal = inside u + v <= kappa_l)",
         "model  kappa  pass s  no-pairs s  no-ring s  row_sum calls  evaluated  chunks"
@@ -252,6 +253,7 @@ def main() -> None:
         "device": device_name(),
         "host": platform.node(),
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "commit": bench_commit(),
         "start": START,
         "kappa": KAPPA,
     }

@@ -35,7 +35,10 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE))
 RUNS = HERE / "carried"
+from bench_iteration import bench_commit  # noqa: E402
+
 from hawkes_cli.data.files import load_events  # noqa: E402
 from hawkes_cli.storage import writer_holder  # noqa: E402
 
@@ -94,9 +97,7 @@ def save(work: Path, name: str, mission: list[str]) -> Path:
         "events": events.name,
         "events_digest": digest(events),
         "files": [str(p.relative_to(work)) for p in files],
-        "commit": subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=HERE
-        ).stdout.strip(),
+        "commit": bench_commit(),
     }
     (dest / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
     size = sum(p.stat().st_size for p in dest.rglob("*") if p.is_file())
