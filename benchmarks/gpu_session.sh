@@ -17,8 +17,8 @@
 # 4. runs gpu_node.sh into SCRATCH (default /tmp/hawkes-gpu-NAME-N) with
 #    ARCHIVE=OUT/gpu-NAME.tar.gz, so the archive holds every finished step (and, every SNAPSHOT
 #    seconds, default 60, the files of the step running), whenever the call ends. The last line
-#    names the steps that failed, and the bench_iteration chains that did (a step exits 0 when
-#    its chains fail).
+#    names the steps that failed, and the bench_iteration chains that did (bench_iteration
+#    exits 1 when one of its chains failed, after writing what the others measured).
 #
 # The same command again on the same (still warm) machine resumes: the steps that exited 0
 # in SCRATCH are skipped, the others run, and the archive holds them all (FRESH=1: all again).
