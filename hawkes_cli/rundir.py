@@ -440,7 +440,7 @@ class RunDir:
         """Create the directory and write the resolved config (the path of ``config.yaml``,
         which chains and jobs read); one that differs in run-only keys replaces the run's with a
         WARNING line (``announce=False``: the caller says it, once the change is kept; see
-        :func:`announce_change`). Raises as :meth:`config_change`, or StorageError (cannot
+        :meth:`announce_change`). Raises as :meth:`config_change`, or StorageError (cannot
         create it)."""
         change = self.config_change(config, overwrite=overwrite)
         try:

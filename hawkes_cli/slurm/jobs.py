@@ -152,8 +152,7 @@ def submit(
     ------
     HawkesError
         No ``sbatch``, a rejected submission (the run's files are put back as they were and the
-        folders it made removed), or
-        jobs of this run still pending or running.
+        folders it made removed), or jobs of this run still pending or running.
     StorageError
         The run directory holds a run of another config.
     """
