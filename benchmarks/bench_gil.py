@@ -112,8 +112,10 @@ def measure(work_once: Callable[[], dict], wait: float, reps: int) -> dict:
         result: dict = {}
 
         def work(result=result, stop=stop) -> None:
-            result.update(work_once())
-            stop.set()
+            try:
+                result.update(work_once())
+            finally:  # a failed build must not leave the main thread waking for hours
+                stop.set()
 
         worker = threading.Thread(target=work)
         w0 = time.perf_counter()
