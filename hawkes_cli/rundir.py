@@ -434,14 +434,10 @@ class RunDir:
         } - {""}
 
     # ---- the resolved config
-    def write_config(
-        self, config: Config, *, overwrite: bool = False, announce: bool = True
-    ) -> Path:
+    def write_config(self, config: Config, *, overwrite: bool = False, quiet=False) -> Path:
         """Create the directory and write the resolved config (the path of ``config.yaml``,
         which chains and jobs read); one that differs in run-only keys replaces the run's with a
-        WARNING line (``announce=False``: the caller says it, once the change is kept; see
-        :meth:`announce_change`). Raises as :meth:`config_change`, or StorageError (cannot
-        create it)."""
+        WARNING line. Raises as :meth:`config_change`, or StorageError (cannot create it)."""
         change = self.config_change(config, overwrite=overwrite)
         try:
             self.chains_dir.mkdir(parents=True, exist_ok=True)
@@ -454,18 +450,10 @@ class RunDir:
         target = self.config_path
         if change == ():
             return target
-        if change and not overwrite and announce:
-            self.announce_change(change)
+        if change and not (overwrite or quiet):  # quiet: the caller says it (slurm.jobs)
+            log.warning("%s changed: %s (no draw depends on these keys)", target, _shown(change))
         atomic.write_text(target, resolved_text(config))
         return target
-
-    def announce_change(self, change: tuple[str, ...] | None) -> None:
-        """The WARNING line of a run-only change of ``config.yaml`` (nothing for ``None`` or
-        ``()``)."""
-        if change:
-            log.warning(
-                "%s changed: %s (no draw depends on these keys)", self.config_path, _shown(change)
-            )
 
     def config_change(
         self, config: Config, *, overwrite: bool = False, afresh: str = _AFRESH

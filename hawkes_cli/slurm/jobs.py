@@ -169,26 +169,26 @@ def submit(
     before = {p: p.read_bytes() if p.exists() else None for p in _submit_files(rdir)}
     made = _missing_folders(rdir)
     try:
-        rdir.write_config(config, announce=False)
+        rdir.write_config(config, quiet=True)
         rdir.slurm_logs_dir.mkdir(parents=True, exist_ok=True)
         atomic.write_text(rdir.script_path, script)
         atomic.write_json(rdir.plan_path, plan.to_json())
         pending = unfinished_nodes(config, plan)
         if not pending:
-            rdir.announce_change(change)
+            _announce(rdir, change)
             log.info("all %d chains of %s are finished; nothing to submit", plan.chains, rdir.root)
             return Submission(script, rdir.script_path, None, "", plan, change)
         array = array_ranges(pending)
         job_id = _sbatch(sbatch, rdir, array, plan)
     except _MaybeSubmitted:
-        rdir.announce_change(change)  # the files stay as this submission wrote them
+        _announce(rdir, change)  # the files stay as this submission wrote them
         raise
     except Exception:
         for path, data in before.items():  # nothing was submitted: the run as it was
             _restore(path, data)
         _remove_empty(made)
         raise
-    rdir.announce_change(change)  # said once the job holds the changed config
+    _announce(rdir, change)  # said once the job holds the changed config
     rdir.record_job(
         {
             "job_id": job_id,
@@ -207,6 +207,13 @@ def submit(
 def _submit_files(rdir: RunDir) -> tuple[Path, ...]:
     """The files a submission rewrites before ``sbatch`` accepts it."""
     return (rdir.config_path, rdir.script_path, rdir.plan_path)
+
+
+def _announce(rdir: RunDir, change: tuple[str, ...] | None) -> None:
+    """The WARNING of a run-only change of ``config.yaml``, once the submission keeps it."""
+    if change:
+        log.warning("%s changed: %s (no draw depends on these keys)", rdir.config_path,
+                    "; ".join(change))  # fmt: skip
 
 
 def _missing_folders(rdir: RunDir) -> list[Path]:
