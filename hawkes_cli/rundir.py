@@ -305,7 +305,7 @@ def refuse_output(
 _AFRESH = "pass --overwrite to start that run afresh"
 
 
-def _shown(diff: Iterable[str]) -> str:
+def shown(diff: Iterable[str]) -> str:
     """The first four differences, and how many more."""
     diff = list(diff)
     return "; ".join(diff[:4]) + (f"; and {len(diff) - 4} more" if diff[4:] else "")
@@ -451,7 +451,7 @@ class RunDir:
         if change == ():
             return target
         if change and not (overwrite or quiet):  # quiet: the caller says it (slurm.jobs)
-            log.warning("%s changed: %s (no draw depends on these keys)", target, _shown(change))
+            log.warning("%s changed: %s (no draw depends on these keys)", target, shown(change))
         atomic.write_text(target, resolved_text(config))
         return target
 
@@ -485,7 +485,7 @@ class RunDir:
         keeps = old.draws_sha256 == config.draws_sha256  # differs in RUN_ONLY_KEYS only
         if not (overwrite or keeps):
             raise OtherRunError(
-                f"{self.root} holds a run of a different config ({target}: {_shown(diff)}); "
+                f"{self.root} holds a run of a different config ({target}: {shown(diff)}); "
                 f"choose another output.run_dir, or {afresh}" + _extend_hint(old, diff)
             )
         self._refuse_while_running("change its config" if keeps else "replace its config")

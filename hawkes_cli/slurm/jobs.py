@@ -17,7 +17,7 @@ from pathlib import Path
 from .. import atomic
 from ..config import Config
 from ..errors import HawkesError, StorageError
-from ..rundir import RunDir, now_utc
+from ..rundir import RunDir, now_utc, shown
 from ..storage import writer_holder
 from ..vocab import PHASE_FINISHED, PHASE_STOPPED
 from .commands import active_jobs, call, job_states, slurm_command, task_state
@@ -212,8 +212,9 @@ def _submit_files(rdir: RunDir) -> tuple[Path, ...]:
 def _announce(rdir: RunDir, change: tuple[str, ...] | None) -> None:
     """The WARNING of a run-only change of ``config.yaml``, once the submission keeps it."""
     if change:
-        log.warning("%s changed: %s (no draw depends on these keys)", rdir.config_path,
-                    "; ".join(change))  # fmt: skip
+        log.warning(
+            "%s changed: %s (no draw depends on these keys)", rdir.config_path, shown(change)
+        )  # fmt: skip (rundir.write_config's words)
 
 
 def _missing_folders(rdir: RunDir) -> list[Path]:
