@@ -24,7 +24,6 @@ import json
 import math
 import os
 import platform
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -35,6 +34,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
+from bench_iteration import bench_commit  # noqa: E402
 from bench_loglik import make_county_data  # noqa: E402
 
 START = {"mu0": 0.5, "tau_t": 9000.0, "xi0": 1.07, "sigma_x": 0.046, "sigma_t": 97.0}
@@ -139,9 +139,7 @@ def main() -> None:
     ):
         rows[name] = measure(data, edge=edge, iterations=args.iterations)
         print(name, json.dumps(rows[name]), flush=True)
-    commit = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=HERE
-    ).stdout.strip()
+    commit = bench_commit()
     meta = {
         "n": args.n,
         "iterations_timed": args.iterations,

@@ -58,6 +58,7 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_converge import ESS_MIN, RHAT_MAX, converged, convergence
+from bench_iteration import bench_commit
 
 from hawkes_cli.errors import StorageError
 from hawkes_cli.rundir import RunDir
@@ -480,11 +481,7 @@ def report(args) -> dict:
             "set": args.set,
             "continuous": args.continuous,
             "targets": {"rhat_max": RHAT_MAX, "ess_min": ESS_MIN},
-            "commit": subprocess.run(
-                ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
-                capture_output=True,
-                text=True,
-            ).stdout.strip(),
+            "commit": bench_commit(),
         },
         "stages": stages,
         "seconds_per_iteration_per_chain": rate,
