@@ -6,7 +6,7 @@ iteration's passes. On a GPU the main thread spends that time in the driver's wa
 release the GIL; each time a wait returns, the main thread needs the GIL back. Where the worker
 holds it (its Python steps between numpy calls, and numpy calls that keep it), the main thread
 waits, up to the interpreter's switch interval (5 ms) each time. Whether the worker overlaps the
-main thread or adds to it is the question the GPU projection of the README leaves open; this
+main thread or adds to it is the question the GPU projection in docs/speed.md leaves open; this
 measures it here, on any machine, without a GPU.
 
 The main thread imitates the driver's waits: ``time.sleep(WAIT)`` (releases the GIL) then a

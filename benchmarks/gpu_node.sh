@@ -14,7 +14,7 @@
 #                                                      -> OUT/devices-bench-m{1,2}.txt
 #   5. bench_gil.py: the node host's own build of a draw's index and row blocks on the worker
 #      thread and how long it keeps a waiting main thread from Python (the host factor of the
-#      README's GPU projection)                        -> OUT/gil-<name>.{txt,json}
+#      GPU projection in docs/speed.md)                  -> OUT/gil-<name>.{txt,json}
 #
 #   bash benchmarks/gpu_node.sh OUT [NAME]             # NAME: results name, default "gpu"
 #   N=20000 ITERATIONS=8 bash benchmarks/gpu_node.sh /tmp/out test    # a quick trial on a CPU

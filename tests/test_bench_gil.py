@@ -1,7 +1,7 @@
 """benchmarks/bench_gil.py measures what it says: a worker that holds the GIL (pure Python)
 keeps the waking main thread out for most of its span, one that releases it (sleeps, as numpy's
 sorts and gathers do) for almost none of it. Without this the bench's 4-9% for the real build
-(README, the GPU projection) could be an instrument that never sees the GIL."""
+(docs/speed.md, the GPU projection) could be an instrument that never sees the GIL."""
 
 from __future__ import annotations
 
