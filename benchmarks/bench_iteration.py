@@ -2,8 +2,9 @@
 
 For each model (1, 2) and each location setting (``fixed``: ``resample_every: 0``; ``redraw``:
 every iteration, as the shipped configs), one chain of the shipped config
-``configs/covid-model{1,2}.yaml`` (tiered, 10 cheap moves and 1 expensive per iteration,
-OpenCL float32, truncated trigger at 0.05 nats, ``edge: censored``, background ``auto``) runs
+``configs/covid-model{1,2}.yaml`` (tiered, 10 cheap moves and the config's ``n_expensive``
+expensive ones per iteration, 4 as shipped since f479c81 and 1 before, ``--n-expensive`` sets
+it; OpenCL float32, truncated trigger at 0.05 nats, ``edge: censored``, background ``auto``) runs
 as a user runs it (``hawkes-run chain``) with only these changes: the events file, one chain of
 one rank, a short warm-up, starting values near the 1M posterior with proposals of a tuned
 chain's size (0.3% in log scale; no fast start), and the
@@ -49,6 +50,8 @@ sys.path.insert(0, str(HERE))
 
 from bench_loglik import AREA, make_county_data  # noqa: E402
 
+from hawkes_cli.vocab import COVID_N_EXPENSIVE  # noqa: E402
+
 #: Near the 1M posterior of both models (benchmarks/results/mission-m*-1000000-*).
 START = {
     1: {"mu0": 0.5, "tau_t": 9000.0, "xi0": 1.07, "sigma_x": 0.046, "sigma_t": 97.0},
@@ -90,9 +93,22 @@ def write_events(n: int, path: Path) -> None:
     write_hdf5(data, str(path))
 
 
-def chain_config(model: int, setting: str, events: Path, work: Path, iterations: int) -> Path:
-    """The shipped config with only the bench's changes; returns its path."""
-    cfg = yaml.safe_load((HERE.parent / "configs" / f"covid-model{model}.yaml").read_text())
+def shipped_config(model: int) -> dict:
+    """``configs/covid-model{model}.yaml`` as a mapping."""
+    return yaml.safe_load((HERE.parent / "configs" / f"covid-model{model}.yaml").read_text())
+
+
+def chain_config(
+    model: int,
+    setting: str,
+    events: Path,
+    work: Path,
+    iterations: int,
+    n_expensive: int | None = None,
+) -> Path:
+    """The shipped config with only the bench's changes (``n_expensive``: None keeps the
+    config's); returns its path."""
+    cfg = shipped_config(model)
     cfg["data"]["events"] = str(events)
     cfg["sampler"].update(
         iterations=iterations,
@@ -102,6 +118,8 @@ def chain_config(model: int, setting: str, events: Path, work: Path, iterations:
         initial_scale=0.003,  # a tuned chain's proposals at 1M (no fast start here)
         stop_when="iterations",
     )
+    if n_expensive is not None:
+        cfg["sampler"]["n_expensive"] = n_expensive
     cfg["chains"].update(count=1, gpus_per_chain=1, chains_per_node=1)
     run = work / f"m{model}-{setting}"
     cfg["output"].update(run_dir=str(run), commit_every=1000)
@@ -205,7 +223,8 @@ def device_name() -> str:
 def text(meta: dict, results: dict) -> str:
     lines = [
         f"# bench_iteration N={meta['n']:,}: one chain of the shipped covid configs "
-        f"(tiered 10+1, float32, tolerance 0.05, edge censored, continuous times), "
+        f"(tiered 10+{meta['n_expensive']}, float32, tolerance 0.05, edge censored, "
+        "continuous times), "
         f"{meta['device']}, {meta['machine']}, commit {meta['commit']}",
         "# per iteration, medians over the iterations after the first "
         f"{meta['skip']} (host = main thread's CPU; worker = the thread that builds the next "
@@ -266,6 +285,12 @@ def main() -> None:
     ap.add_argument("--name", default="cpu", help="results name: iteration-<name>")
     ap.add_argument("--out-dir", type=Path, default=HERE / "results")
     ap.add_argument("--timeout", type=float, default=1800.0, help="seconds per chain")
+    ap.add_argument(
+        "--n-expensive",
+        type=int,
+        default=None,
+        help=f"expensive moves per iteration (default: the shipped configs', {COVID_N_EXPENSIVE})",
+    )
     args = ap.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
     events = args.work / f"events-{args.n}.h5"
@@ -280,6 +305,7 @@ def main() -> None:
         "machine": f"{platform.machine()} {os.cpu_count()} cores",
         "commit": commit,
         "start": START,
+        "n_expensive": args.n_expensive or COVID_N_EXPENSIVE,  # the shipped configs' (tested)
     }
     results: dict[str, dict] = {}
     out = args.out_dir / f"iteration-{args.name}"
@@ -287,7 +313,9 @@ def main() -> None:
     for model in args.models:
         for setting in args.settings:
             name = f"m{model}-{setting}"
-            config = chain_config(model, setting, events, args.work, args.iterations)
+            config = chain_config(
+                model, setting, events, args.work, args.iterations, args.n_expensive
+            )
             prof = args.work / f"{name}.jsonl"
             try:
                 res = run_chain(config, prof, args.timeout)
