@@ -97,10 +97,10 @@ class BlockPass:
         self._buf_tail = events.output(self.tail.nbytes)
         self._buf_ring = events.output(self.ring.nbytes)
 
-    def run(self, di: DeviceIndex, blocks: DeviceBlocks, at: PassPoint) -> None:
-        """Run the kernel on ``blocks`` of the index ``di`` at ``at`` (``blocks`` made for an
-        index of at least this cut-off); :attr:`e`, :attr:`tail` and :attr:`ring` hold the
-        result (rows in no block: stale values)."""
+    def launch(self, di: DeviceIndex, blocks: DeviceBlocks, at: PassPoint) -> None:
+        """Start the kernel on ``blocks`` of the index ``di`` at ``at`` (``blocks`` made for an
+        index of at least this cut-off) without waiting for it (the queue is flushed, so a GPU
+        starts at once); :meth:`collect` reads its result."""
         self._prefix_sums(di, at)
         # one block per work-group on CPUs (PoCL schedules work-groups dynamically over the
         # cores, and blocks differ a lot in work); the configured size elsewhere
@@ -110,6 +110,11 @@ class BlockPass:
             self.events.queue, (-(-max(blocks.count, 1) // wg) * wg,), (wg,),
             self._args(di, blocks, at),
         )  # fmt: skip
+        self.events.queue.flush()
+
+    def collect(self) -> None:
+        """Wait for the pass :meth:`launch` started; :attr:`e`, :attr:`tail` and :attr:`ring`
+        then hold its result (rows in no block: stale values)."""
         self.events.read(self.e, self._buf_e)
         self.events.read(self.tail, self._buf_tail)
         self.events.read(self.ring, self._buf_ring)

@@ -390,7 +390,10 @@ class TruncatedBackend(SwitchedTrigger, BoundedPairBackend):
             self._source_weights(di), scaled, self._amplitude_version,
         )  # fmt: skip
         out = self.block_pass
-        out.run(di, blocks, at)
+        out.launch(di, blocks, at)
+        # the bound's far sums on the host while the device runs the pass
+        self._bound.prepare(sigma_t, kappa, exp_mode, self._amplitude, self._amplitude_version)
+        out.collect()
         norm = 1.0 / (2.0 * math.pi * sigma_x * sigma_x * sigma_t)
         e = out.e * (2.0**-self.events.shift * norm)
         omega = self._bound.omega(
