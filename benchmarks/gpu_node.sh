@@ -5,7 +5,7 @@
 #   1. hawkes-run devices --check                      -> OUT/devices-check.txt
 #   (each step's own output also goes to OUT/<step>.log)
 #   2. bench_iteration.py, both models, locations redrawn every iteration (as shipped) and
-#      fixed, with the next draw's index built ahead on the worker thread (the default) and
+#      fixed, the shipped configs' 4 expensive moves (N_EXPENSIVE=1: the old setting), with the next draw's index built ahead on the worker thread (the default) and
 #      without it (HAWKES_DRAW_AHEAD=0: does the worker overlap a main thread that spins in
 #      the driver's waits?)                            -> OUT/iteration-<name>{,-noahead}.{txt,json}
 #   3. bench_pass_shape.py: seconds and exact work counts of one truncated pass per model
@@ -68,7 +68,8 @@ for ahead in 1 0; do
     suffix=$([ "$ahead" = 0 ] && echo "-noahead" || echo "")
     HAWKES_DRAW_AHEAD=$ahead run "iteration$suffix" "$PY" benchmarks/bench_iteration.py \
         --n "$N" --iterations "$ITERATIONS" --skip "$SKIP" --work "$WORK" \
-        --name "$NAME$suffix" --out-dir "$OUT" --timeout 600
+        --name "$NAME$suffix" --out-dir "$OUT" --timeout 600 \
+        ${N_EXPENSIVE:+--n-expensive "$N_EXPENSIVE"}
 done
 run pass-shape "$PY" benchmarks/bench_pass_shape.py --n "$N" --work "$WORK" --name "$NAME" \
     --out-dir "$OUT"
