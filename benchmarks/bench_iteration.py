@@ -305,7 +305,7 @@ def main() -> None:
         "machine": f"{platform.machine()} {os.cpu_count()} cores",
         "commit": commit,
         "start": START,
-        "n_expensive": args.n_expensive or COVID_N_EXPENSIVE,  # the shipped configs' (tested)
+        "n_expensive": args.n_expensive or COVID_N_EXPENSIVE,  # the configs' (test_config.py)
     }
     results: dict[str, dict] = {}
     out = args.out_dir / f"iteration-{args.name}"
