@@ -6,8 +6,9 @@
 #   (each step's own output also goes to OUT/<step>.log)
 #   2. bench_iteration.py, both models, locations redrawn every iteration (as shipped) and
 #      fixed, the shipped configs' 4 expensive moves (N_EXPENSIVE=1: the old setting), with
-#      the next draw's index built ahead on the worker thread (the default) and without it (HAWKES_DRAW_AHEAD=0: does the worker overlap a main thread that spins in
-#      the driver's waits?)                            -> OUT/iteration-<name>{,-noahead}.{txt,json}
+#      the next draw's index built ahead on the worker thread (the default) and without it
+#      (HAWKES_DRAW_AHEAD=0: does the worker overlap a main thread that spins in the driver's
+#      waits?)                            -> OUT/iteration-<name>{,-noahead}.{txt,json}
 #   3. bench_pass_shape.py: seconds and exact work counts of one truncated pass per model
 #                                                      -> OUT/pass-shape-<name>.{txt,json}
 #   4. hawkes-run devices --check --bench, each model (a new node's one screen)
