@@ -91,21 +91,11 @@ class PassBound:
         exp_mode: bool,
         amplitude: np.ndarray | None = None,
         version: int = 0,
-    ) -> None:
-        """Compute and keep the far sums that :meth:`omega` will read with these arguments: the
-        host's O(N) share of the bound, for the time the device runs the pass."""
-        self._far_part(sigma_t, kappa, exp_mode, amplitude, version)
-
-    def _far_part(
-        self,
-        sigma_t: float,
-        kappa: float,
-        exp_mode: bool,
-        amplitude: np.ndarray | None,
-        version: int,
     ) -> np.ndarray:
-        """The far sums of :meth:`omega`: beyond :data:`~.draw_index.REACH` cut-off radii with
-        exponential prefixes, from one radius without."""
+        """The far sums :meth:`omega` reads with these arguments (beyond
+        :data:`~.draw_index.REACH` cut-off radii with exponential prefixes, from one radius
+        without), computed once and kept: the host's O(N) share of the bound, called while the
+        device runs the pass."""
         factor = REACH**2 if exp_mode else 1.0
         return self.far(sigma_t, factor, kappa, amplitude, version)
 
@@ -125,7 +115,7 @@ class PassBound:
         prefixes the far part starts at :data:`~.draw_index.REACH` cut-off radii (the ring is
         summed); without, the ring and the far part are bounded together from one radius
         (``ring`` unread)."""
-        rest = self._far_part(sigma_t, kappa, exp_mode, amplitude, version)
+        rest = self.prepare(sigma_t, kappa, exp_mode, amplitude, version)
         if exp_mode:  # tail + ring + beyond the reach; else tail, ring and beyond together
             rest = ring + rest
         return norm * (tail + rest) * SAFETY
