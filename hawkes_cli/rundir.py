@@ -434,7 +434,7 @@ class RunDir:
         } - {""}
 
     # ---- the resolved config
-    def write_config(self, config: Config, *, overwrite: bool = False, quiet=False) -> Path:
+    def write_config(self, config: Config, *, overwrite: bool = False, quiet: bool = False) -> Path:
         """Create the directory and write the resolved config (the path of ``config.yaml``,
         which chains and jobs read); one that differs in run-only keys replaces the run's with a
         WARNING line. Raises as :meth:`config_change`, or StorageError (cannot create it)."""
