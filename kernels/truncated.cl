@@ -755,3 +755,94 @@ BLOCKS_KERNEL(truncated_blocks2, 1, 0)
 /* the same with each source's amplitude sa_m (model.edge: renormalized; sa unread above) */
 BLOCKS_KERNEL(truncated_scaled, 0, 1)
 BLOCKS_KERNEL(truncated_scaled2, 1, 1)
+
+/*
+ * The bound's far part and the pass's result on the device (hawkes_cli/engine/pass_bound.py,
+ * DeviceBound), exponential prefixes only (the host guarantees no overflow of g), float64:
+ *     g_m   = w_m lfac[lvl_m] exp((t_m - t0) / sigma_t)     (sources in time order)
+ *     cum_j = sum_{m < j} g_m                                (j = 0 .. n)
+ *     far_n = cum[lo_n] exp(-(t_n - t0) / sigma_t)
+ * as a scan in three launches: far_chunks sums each chunk of `chunk` sources in order into
+ * tot[c] and keeps g; far_offsets (one work-item) turns tot into the chunks' exclusive prefixes
+ * and tot[nchunks] into the total; far_prefix writes cum. The association is fixed by `chunk`
+ * alone, so every launch on a device gives the same sums. pass_bound then makes each row's
+ * E~_n = e_n escale and omega_n = norm (tail_n + (ring_n + far_n)) safety (ring_n unread
+ * without with_ring), the host's operations in its order, none contracted.
+ */
+__kernel void far_chunks(__global const double *td, __global const double *w,
+                         __global const int *lvl, __global const double *lfac, const int n,
+                         const int chunk, const double t0, const double inv_sigma_t,
+                         __global double *g, __global double *tot)
+{
+#pragma OPENCL FP_CONTRACT OFF
+    const int c = get_global_id(0);
+    const int k0 = c * chunk;
+    if (k0 >= n) {
+        return;
+    }
+    const int k1 = min(k0 + chunk, n);
+    double acc = 0.0;
+    for (int k = k0; k < k1; ++k) {
+        double v = w[k] * lfac[lvl[k]];
+        v *= exp_f64((td[k] - t0) * inv_sigma_t);
+        g[k] = v;
+        acc += v;
+    }
+    tot[c] = acc;
+}
+
+__kernel void far_offsets(__global double *tot, const int nchunks)
+{
+    if (get_global_id(0) != 0) {
+        return;
+    }
+    double acc = 0.0;
+    for (int c = 0; c < nchunks; ++c) {
+        const double v = tot[c];
+        tot[c] = acc;
+        acc += v;
+    }
+    tot[nchunks] = acc;
+}
+
+__kernel void far_prefix(__global const double *g, __global const double *tot, const int n,
+                         const int chunk, __global double *cum)
+{
+    const int c = get_global_id(0);
+    const int k0 = c * chunk;
+    if (k0 >= n) {
+        return;
+    }
+    const int k1 = min(k0 + chunk, n);
+    double acc = tot[c];
+    for (int k = k0; k < k1; ++k) {
+        cum[k] = acc;
+        acc += g[k];
+    }
+    if (k1 == n) {
+        cum[n] = acc;
+    }
+}
+
+__kernel void pass_bound(__global const double *e, __global const double *tail,
+                         __global const double *ring, __global const double *cum,
+                         __global const int *lo, __global const double *td, const int row0,
+                         const int rows, const int with_ring, const double t0,
+                         const double inv_sigma_t, const double escale, const double norm,
+                         const double safety, __global double *out_e,
+                         __global double *out_omega)
+{
+#pragma OPENCL FP_CONTRACT OFF
+    const int r = get_global_id(0);
+    if (r >= rows) {
+        return;
+    }
+    const int n = row0 + r;
+    double far = cum[lo[n]];
+    far *= exp_f64(-((td[n] - t0) * inv_sigma_t));
+    const double rest = with_ring ? ring[r] + far : far;
+    double omega = norm * (tail[r] + rest);
+    omega *= safety;
+    out_e[r] = e[r] * escale;
+    out_omega[r] = omega;
+}

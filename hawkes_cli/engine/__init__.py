@@ -164,7 +164,7 @@ def _row_sums(backend: object, lattice: BinnedBackground | None) -> DeviceRowSum
         return None
     from .device_sums import DeviceRowSums
 
-    return DeviceRowSums(events, lattice)
+    return DeviceRowSums(events, lattice, getattr(backend, "resident", None))
 
 
 def _edge_masses(

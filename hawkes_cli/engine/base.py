@@ -148,6 +148,12 @@ class BoundedPairBackend(ABC):
         """(E~, omega) for the rows, float64, each shape (row_stop - row_start,): the
         truncated E and ``omega_n >= E_n - E~_n >= 0``."""
 
+    def trigger_stack(self, sigma_x: float, sigma_t: float) -> np.ndarray:
+        """:meth:`trigger_bounded` as the rows of one new float64 array, shape (2, rows) (what
+        :class:`Likelihood` keeps); a backend whose pass makes it so returns its own."""
+        e, omega = self.trigger_bounded(sigma_x, sigma_t)
+        return np.vstack([np.asarray(e, np.float64), np.asarray(omega, np.float64)])
+
     @abstractmethod
     def tighten(self, excess: float) -> bool:
         """Omit less from now on (the realised bound was ``excess`` times the tolerance);
@@ -416,8 +422,7 @@ class Likelihood:
             self.trigger_passes += 1
             self._amplify(sigma_x)
             if bounded is not None:
-                e, omega = bounded.trigger_bounded(sigma_x, sigma_t)
-                return np.vstack([np.asarray(e, np.float64), np.asarray(omega, np.float64)])
+                return bounded.trigger_stack(sigma_x, sigma_t)
             return np.asarray(self.backend.trigger(sigma_x, sigma_t), dtype=np.float64)
 
         return self._cached(self._e_cache, (sigma_x, sigma_t), run, max(self.trigger_cache_size, 2))

@@ -93,9 +93,10 @@ class BlockPass:
         self.e = np.empty(nrows)
         self.tail = np.empty(nrows)
         self.ring = np.empty(nrows)
-        self._buf_e = events.output(self.e.nbytes)
-        self._buf_tail = events.output(self.tail.nbytes)
-        self._buf_ring = events.output(self.ring.nbytes)
+        # read in place by the device's bound stage (pass_bound.DeviceBound)
+        self._buf_e = events.output(self.e.nbytes, read=True)
+        self._buf_tail = events.output(self.tail.nbytes, read=True)
+        self._buf_ring = events.output(self.ring.nbytes, read=True)
 
     def launch(self, di: DeviceIndex, blocks: DeviceBlocks, at: PassPoint) -> None:
         """Start the kernel on ``blocks`` of the index ``di`` at ``at`` (``blocks`` made for an
@@ -111,6 +112,13 @@ class BlockPass:
             self._args(di, blocks, at),
         )  # fmt: skip
         self.events.queue.flush()
+
+    @property
+    def buffers(self) -> tuple[Any, Any, Any]:
+        """The device buffers of the last pass's outputs ``(e, tail, ring)``, each (rows,)
+        float64 (what :meth:`collect` reads; :class:`~.pass_bound.DeviceBound` reads them in
+        place)."""
+        return self._buf_e, self._buf_tail, self._buf_ring
 
     def collect(self) -> None:
         """Wait for the pass :meth:`launch` started; :attr:`e`, :attr:`tail` and :attr:`ring`

@@ -4,17 +4,19 @@
 from the background's time lattice (:mod:`.binned`): a move of ``mu0``, ``tau_t`` or ``xi0``
 then sends a few lattice arrays up and reads back a few thousand partial sums, instead of
 building ``B`` and summing a million rows on the host; ``E`` and ``omega`` go up once per
-trigger pass. With ``model.edge: renormalized`` a fourth sum is its edge error, ``sum_n (xi0
-E_n / lambda_n) e_n / M_n`` (``e_n / M_n`` up once per ``sigma_x``). Its log is the kernels'
-own (``log_f64``, within 2 ulp of numpy's): the sums agree with
-:func:`~hawkes_cli.engine.row_sums.host_sums` (and numpy's edge error) to float64 rounding,
-and are the same on every call with the same inputs on the same device (a fixed number of
-lanes, each summed in row order, the lanes added by numpy).
+trigger pass, unless the pass left them on the device (``resident``:
+:meth:`~.truncated.TruncatedBackend.resident`). With ``model.edge: renormalized`` a fourth
+sum is its edge error, ``sum_n (xi0 E_n / lambda_n) e_n / M_n`` (``e_n / M_n`` up once per
+``sigma_x``). Its log is the kernels' own (``log_f64``, within 2 ulp of numpy's): the sums
+agree with :func:`~hawkes_cli.engine.row_sums.host_sums` (and numpy's edge error) to float64
+rounding, and are the same on every call with the same inputs on the same device (a fixed
+number of lanes, each summed in row order, the lanes added by numpy).
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -42,6 +44,9 @@ class DeviceRowSums:
         The backend's events (its device, queue and ``hawkes.cl`` program).
     lattice : BinnedBackground
         This rank's rows' background on a time lattice.
+    resident : callable, optional
+        ``resident(trigger)``: the device buffers ``(E, omega)`` that still hold a stacked
+        trigger pass, or None (then it is uploaded).
 
     Attributes
     ----------
@@ -51,8 +56,14 @@ class DeviceRowSums:
         Partial sums per quantity (``min(LANES, rows)``, at least 1).
     """
 
-    def __init__(self, events: Any, lattice: BinnedBackground) -> None:
+    def __init__(
+        self,
+        events: Any,
+        lattice: BinnedBackground,
+        resident: Callable[[np.ndarray], tuple[Any, Any] | None] | None = None,
+    ) -> None:
         self._events = events
+        self._resident = resident
         self._lattice = lattice
         self._kernel = kernel(events.program(), "row_sums")
         self.rows = lattice.row_stop - lattice.row_start
@@ -136,7 +147,12 @@ class DeviceRowSums:
         return hit[1], hit[2], hit[3]
 
     def _trigger(self, trigger: np.ndarray) -> tuple[Any, Any]:
-        """``E`` and ``omega`` on the device, uploaded once per pass (kept by identity)."""
+        """``E`` and ``omega`` on the device: where the pass left them, else uploaded once per
+        pass (kept by identity)."""
+        if self._resident is not None and trigger.ndim == 2:
+            found = self._resident(trigger)
+            if found is not None:  # not kept here: the pass's buffers are reused
+                return found
         hit = self._triggers.pop(id(trigger), None)
         if hit is None or hit[0] is not trigger:
             up = self._events.upload

@@ -370,6 +370,64 @@ class BlocksArgs(KernelArgs):
     out_ring: Buffer
 
 
+@dataclass(frozen=True)
+class FarChunksArgs(KernelArgs):
+    """``far_chunks``: each chunk's sum of the far sums' terms ``g`` (kept in ``g``)."""
+
+    td: Buffer
+    w: Buffer
+    lvl: Buffer
+    lfac: Buffer
+    n: int
+    chunk: int
+    t0: float
+    inv_sigma_t: float
+    g: Buffer
+    tot: Buffer
+
+
+@dataclass(frozen=True)
+class FarOffsetsArgs(KernelArgs):
+    """``far_offsets``: the chunks' sums into exclusive prefixes (one work-item)."""
+
+    tot: Buffer
+    nchunks: int
+
+
+@dataclass(frozen=True)
+class FarPrefixArgs(KernelArgs):
+    """``far_prefix``: the exclusive prefix sums ``cum`` of ``g`` (n + 1 values)."""
+
+    g: Buffer
+    tot: Buffer
+    n: int
+    chunk: int
+    cum: Buffer
+
+
+@dataclass(frozen=True)
+class PassBoundArgs(KernelArgs):
+    """``pass_bound``: a truncated pass's ``E~`` and ``omega`` from the row-block kernel's
+    outputs and the far sums' prefixes."""
+
+    e: Buffer
+    tail: Buffer
+    ring: Buffer
+    cum: Buffer
+    lo: Buffer
+    td: Buffer
+    row0: int
+    rows: int
+    with_ring: int
+    t0: float
+    inv_sigma_t: float
+    escale: float
+    norm: float
+    safety: float
+    out_e: Buffer
+    out_omega: Buffer
+
+
 #: The argument record of every kernel in ``kernels/*.cl``, by kernel name.
 KERNEL_ARGS: dict[str, type[KernelArgs]] = {
     "trigger_model1": TriggerArgs,
@@ -396,6 +454,10 @@ KERNEL_ARGS: dict[str, type[KernelArgs]] = {
     "truncated_blocks2": BlocksArgs,
     "truncated_scaled": BlocksArgs,
     "truncated_scaled2": BlocksArgs,
+    "far_chunks": FarChunksArgs,
+    "far_offsets": FarOffsetsArgs,
+    "far_prefix": FarPrefixArgs,
+    "pass_bound": PassBoundArgs,
 }
 
 

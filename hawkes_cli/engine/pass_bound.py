@@ -7,24 +7,41 @@ The row-block kernel (:mod:`.block_pass`) bounds the older sources of the cells 
 :func:`~.grid.temporal_sums`). Then ``omega_n = norm (tail_n + ring_n + far_n)`` times
 ``1 + 1e-8`` for the rounding of the bound's own arithmetic, ``norm = 1 / (2 pi sigma_x^2
 sigma_t)`` (:mod:`.truncated`'s docstring has the whole argument).
+
+:class:`PassBound` computes it with numpy from the pass's outputs read back;
+:class:`DeviceBound` computes the same on the device (the far sums as a scan, ``omega`` and
+``E~`` next to the pass's outputs), so that a pass reads back only its result, once, and the
+row sums (:mod:`.device_sums`) find it still there: no N-length array crosses for the bound.
+It covers the full passes with exponential prefixes and no amplitudes (the chains' passes); the
+rest (the calibration's probe, ``renormalized``, spans beyond ``EXP_SPAN sigma_t``) stays with
+:class:`PassBound`. The two agree to float64 rounding (``tests/test_pass_bound.py``), far below
+the ``1e-8`` of :data:`SAFETY`.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
+from typing import Any
 
 import numpy as np
 
 from . import profile
 from .draw_index import REACH
 from .grid import level_kappas, temporal_sums
+from .launch import FarChunksArgs, FarOffsetsArgs, FarPrefixArgs, PassBoundArgs, kernel
 
-__all__ = ["SAFETY", "PassBound"]
+__all__ = ["FAR_CHUNK", "RESIDENT", "SAFETY", "DeviceBound", "PassBound"]
 
 #: Rounding of the bound's own arithmetic (prefix sums, exp).
 SAFETY = 1.0 + 1e-8
 #: Far sums kept (one per ``(sigma_t, kappa, factor, amplitudes)``).
 _FAR_KEPT = 2
+#: Sources per work-item of the device's far sums (``far_chunks``): it alone fixes the order of
+#: the float64 additions, so the sums are the same on every launch on a device.
+FAR_CHUNK = 256
+#: Pass results :class:`DeviceBound` keeps on the device for the row sums (the chain's state
+#: and the proposals around it; one evicted is uploaded again by the row sums).
+RESIDENT = 4
 
 
 class PassBound:
@@ -119,3 +136,111 @@ class PassBound:
         if exp_mode:  # tail + ring + beyond the reach; else tail, ring and beyond together
             rest = ring + rest
         return norm * (tail + rest) * SAFETY
+
+
+class DeviceBound:
+    """``E~_n`` and ``omega_n`` of a full pass on the device (module docstring).
+
+    Parameters
+    ----------
+    events : hawkes_cli.engine.device.DeviceEvents
+        The events on the device (float64 times ``buf_td``, tie groups ``buf_lo``).
+    weight, level
+        Device buffers of each source's weight ``w_m`` (float64) and density level (int32),
+        in time order.
+    ceil : (L,) float64
+        Largest density of each level.
+    rows : (int, int)
+        The backend's rows ``[row_start, row_stop)``.
+    """
+
+    def __init__(
+        self, events: Any, weight: Any, level: Any, ceil: np.ndarray, rows: tuple[int, int]
+    ) -> None:
+        self._events, self._w, self._level, self._ceil, self.rows = (
+            events, weight, level, ceil, rows
+        )  # fmt: skip
+        prog = events.program(truncated=True)
+        self._k_chunks = kernel(prog, "far_chunks")
+        self._k_offsets = kernel(prog, "far_offsets")
+        self._k_prefix = kernel(prog, "far_prefix")
+        self._k_bound = kernel(prog, "pass_bound")
+        self._nchunks = -(-events.n // FAR_CHUNK)
+        self._g = events.output(8 * events.n, read=True)
+        self._tot = events.output(8 * (self._nchunks + 1), read=True)
+        self._cum: OrderedDict[tuple[float, float, float], Any] = OrderedDict()
+        # each slot: [the host copy of its pass (None: free), E~ buffer, omega buffer]
+        self._slots: list[list[Any]] = []
+        self._next = 0
+
+    def prepare(self, sigma_t: float, kappa: float) -> Any:
+        """Enqueue the far sums' prefixes ``cum`` (n + 1 float64) at ``sigma_t`` and the
+        cut-off ``kappa`` (beyond :data:`~.draw_index.REACH` radii: the exponential prefixes'
+        far part), unless kept; returns their buffer."""
+        factor = REACH**2
+        key = (sigma_t, kappa, factor)
+        hit = self._cum.get(key)
+        if hit is None:
+            ev, n = self._events, self._events.n
+            hit = ev.output(8 * (n + 1), read=True)
+            lfac = ev.upload(np.exp(-factor * level_kappas(kappa, self._ceil)))
+            t0, inv = float(ev.time[0]), 1.0 / sigma_t
+            size = (-(-self._nchunks // 64) * 64,)
+            self._k_chunks(
+                ev.queue, size, None,
+                FarChunksArgs(ev.buf_td, self._w, self._level, lfac, n, FAR_CHUNK, t0, inv,
+                              self._g, self._tot),
+            )  # fmt: skip
+            self._k_offsets(ev.queue, (1,), None, FarOffsetsArgs(self._tot, self._nchunks))
+            self._k_prefix(
+                ev.queue, size, None, FarPrefixArgs(self._g, self._tot, n, FAR_CHUNK, hit)
+            )
+            self._cum[key] = hit
+            while len(self._cum) > _FAR_KEPT:
+                self._cum.popitem(last=False)
+        return hit
+
+    def finish(
+        self, out: Any, norm: float, escale: float, sigma_t: float, kappa: float
+    ) -> np.ndarray:
+        """``E~`` and ``omega`` of the pass ``out`` (a :class:`~.block_pass.BlockPass` just
+        launched) stacked, shape (2, rows), float64: a new array read back once (its device
+        copy kept for :meth:`resident`).
+
+        ``e``, ``tail`` and ``ring`` are ``out``'s buffers, in the kernel's units;
+        ``E~ = e escale``, ``omega = norm (tail + ring + far) SAFETY``."""
+        ev = self._events
+        nrows = self.rows[1] - self.rows[0]
+        cum = self.prepare(sigma_t, kappa)
+        slot = self._slot()
+        args = PassBoundArgs(
+            out.buffers[0], out.buffers[1], out.buffers[2], cum, ev.buf_lo, ev.buf_td,
+            self.rows[0], nrows, 1, float(ev.time[0]), 1.0 / sigma_t, escale, norm, SAFETY,
+            slot[1], slot[2],
+        )  # fmt: skip
+        self._k_bound(ev.queue, (-(-nrows // 64) * 64,), None, args)
+        stack = np.empty((2, nrows))
+        ev.read(stack[0], slot[1])
+        ev.read(stack[1], slot[2])
+        slot[0] = stack
+        return stack
+
+    def resident(self, stack: np.ndarray) -> tuple[Any, Any] | None:
+        """The device buffers (E~, omega) holding ``stack`` (an array :meth:`finish`
+        returned, recognised by identity) while they still do; else None."""
+        for slot in self._slots:
+            if slot[0] is stack:
+                return slot[1], slot[2]
+        return None
+
+    def _slot(self) -> list[Any]:
+        """The next of :data:`RESIDENT` slots, round robin (its old pass forgotten)."""
+        if len(self._slots) < RESIDENT:
+            nbytes = 8 * (self.rows[1] - self.rows[0])
+            out = self._events.output  # read by the row sums too
+            self._slots.append([None, out(nbytes, read=True), out(nbytes, read=True)])
+            return self._slots[-1]
+        slot = self._slots[self._next]
+        self._next = (self._next + 1) % RESIDENT
+        slot[0] = None
+        return slot

@@ -128,7 +128,7 @@ from .grid import (
 )
 from .grid_upload import DeviceBlocks, DeviceIndex
 from .opencl import OpenCLBackend
-from .pass_bound import PassBound
+from .pass_bound import DeviceBound, PassBound
 from .rowcheck import RowCheck
 
 log = logging.getLogger(__name__)
@@ -211,19 +211,19 @@ class TruncatedBackend(SwitchedTrigger, BoundedPairBackend):
         )
         self.kappa = float(self.first_guess() if kappa is None else kappa)
         events.keep_float64_copies()
+        weights = events.upload(self._w)  # the sources' weights in float64, time order
+        levels = events.upload(self._level.astype(np.int32))  # (presence grid, far sums)
         self._draw = DrawIndex(
             events,
             IndexInputs(self._level, self.nlevels, self._r_unit, self._w, self._ceil, self._t,
                         self._span, (self.row_start, self.row_stop)),
-            weight_buffer=events.upload(self._w),  # the sources' weights in float64
-            level_buffer=events.upload(self._level.astype(np.int32)),  # (presence grid)
-            floor=self._floor,
+            weight_buffer=weights, level_buffer=levels, floor=self._floor,
         )  # fmt: skip
         # the pass and its bound: the stages after the index and the blocks
         self.block_pass = BlockPass(events, self.exact, model, self.nlevels)
-        self._bound = PassBound(
-            self._t, self._w, self._lo, self._level, self._ceil, (self.row_start, self.row_stop)
-        )
+        rows = (self.row_start, self.row_stop)
+        self._bound = PassBound(self._t, self._w, self._lo, self._level, self._ceil, rows)
+        self._device_bound = DeviceBound(events, weights, levels, self._ceil, rows)
         self.trigger_path = "none yet"
         self._row_check = RowCheck(self.exact, model)
         self.check_failure: str | None = None
@@ -337,35 +337,53 @@ class TruncatedBackend(SwitchedTrigger, BoundedPairBackend):
         omega : (rows,) float64
             ``omega_n >= E_n - E~_n`` (module docstring), 0 on the exact path.
         """
+        stack = self.trigger_stack(sigma_x, sigma_t)
+        return stack[0], stack[1]
+
+    def trigger_stack(self, sigma_x: float, sigma_t: float) -> np.ndarray:
+        """:meth:`trigger_bounded`'s ``E~`` and ``omega`` as the rows of one new array, shape
+        (2, rows), float64: a truncated pass's own (kept on the device for the row sums,
+        :meth:`resident`)."""
         if not self.truncates:
             self.trigger_path = "pair sum (exact; chosen by engine.trigger: auto)"
-            return self.exact.trigger(sigma_x, sigma_t), np.zeros(self.row_stop - self.row_start)
+            return self._exact_stack(sigma_x, sigma_t)
         return self._truncated(sigma_x, sigma_t)
 
-    def _truncated(self, sigma_x: float, sigma_t: float) -> tuple[np.ndarray, np.ndarray]:
-        """The truncated pass of :meth:`trigger_bounded` (its exact path when the cut-offs
+    def resident(self, stack: np.ndarray) -> tuple[Any, Any] | None:
+        """Device buffers ``(E~, omega)`` still holding ``stack`` (a :meth:`trigger_stack`
+        array, by identity), or None (:meth:`.pass_bound.DeviceBound.resident`)."""
+        return self._device_bound.resident(stack)
+
+    def _exact_stack(self, sigma_x: float, sigma_t: float) -> np.ndarray:
+        """The exact trigger and a zero bound, stacked (2, rows)."""
+        stack = np.zeros((2, self.row_stop - self.row_start))
+        stack[0] = self.exact.trigger(sigma_x, sigma_t)
+        return stack
+
+    def _truncated(self, sigma_x: float, sigma_t: float) -> np.ndarray:
+        """The truncated pass of :meth:`trigger_stack` (its exact path when the cut-offs
         exceed the data)."""
         nrows = self.row_stop - self.row_start
         kappa = self.kappa
         if self.exact_cutoffs(sigma_x, sigma_t):
             self.trigger_path = f"pair sum (cut-offs beyond the data at kappa {kappa:.3g})"
-            return self.exact.trigger(sigma_x, sigma_t), np.zeros(nrows)
+            return self._exact_stack(sigma_x, sigma_t)
         self.trigger_path = f"truncation (kappa {kappa:.3g})"
         if nrows == 0:
-            return np.empty(0), np.empty(0)
+            return np.empty((2, 0))
         di = self._draw.index(sigma_x, kappa)
         blocks = self._draw.blocks(di, sigma_x, sigma_t, kappa)
         # the next draw's index, at this lattice point (the first pass after a redraw is at
         # the chain's current state), on the worker while the device runs
         self._draw.start_ahead(sigma_x, sigma_t, kappa)
         kl = self._level_kappas(di, kappa)
-        e, omega = self._bounded_pass(di, blocks, kl, kappa, sigma_x, sigma_t)
+        stack = self._bounded_pass(di, blocks, kl, kappa, sigma_x, sigma_t, full=True)
         # a new cut-off, grid index or set of row blocks: check it on this device
         key = (lattice_up(sigma_x), lattice_up(kappa), lattice_up(sigma_t), kappa)
-        failure = self._row_check.after_pass(key, e, omega, sigma_x, sigma_t)
+        failure = self._row_check.after_pass(key, stack[0], stack[1], sigma_x, sigma_t)
         if failure is not None:
             self.check_failure = failure
-        return e, omega
+        return stack
 
     def _bounded_pass(
         self,
@@ -375,13 +393,17 @@ class TruncatedBackend(SwitchedTrigger, BoundedPairBackend):
         kappa: float,
         sigma_x: float,
         sigma_t: float,
-    ) -> tuple[np.ndarray, np.ndarray]:
+        *,
+        full: bool = False,
+    ) -> np.ndarray:
         """Run the row-block kernel on ``blocks`` of the index ``di`` at the cut-off ``kappa``
         (per-level exponents in the device buffer ``kl``; ``blocks`` made for an index of at
-        least this cut-off) and bound what it omits.
+        least this cut-off) and bound what it omits: on the device for a ``full`` pass (every
+        row in a block) with exponential prefixes and no amplitudes
+        (:class:`~.pass_bound.DeviceBound`), else on the host (:class:`~.pass_bound.PassBound`).
 
-        Returns (E~, omega) for this backend's rows, each shape (rows,), float64; rows in no
-        block hold stale values.
+        Returns (E~, omega) for this backend's rows stacked, shape (2, rows), float64; rows
+        in no block hold stale values.
         """
         exp_mode = self._span / sigma_t <= EXP_SPAN
         scaled = self._amplitude is not None
@@ -389,18 +411,24 @@ class TruncatedBackend(SwitchedTrigger, BoundedPairBackend):
             sigma_x, sigma_t, kl, (self._draw.x0, self._draw.y0), exp_mode,
             self._source_weights(di), scaled, self._amplitude_version,
         )  # fmt: skip
+        norm = 1.0 / (2.0 * math.pi * sigma_x * sigma_x * sigma_t)
+        escale = 2.0**-self.events.shift * norm
         out = self.block_pass
+        if full and exp_mode and not scaled:
+            self._device_bound.prepare(sigma_t, kappa)  # enqueued before the pass: no wait
+            out.launch(di, blocks, at)
+            return self._device_bound.finish(out, norm, escale, sigma_t, kappa)
         out.launch(di, blocks, at)
         # the bound's far sums on the host while the device runs the pass
         self._bound.prepare(sigma_t, kappa, exp_mode, self._amplitude, self._amplitude_version)
         out.collect()
-        norm = 1.0 / (2.0 * math.pi * sigma_x * sigma_x * sigma_t)
-        e = out.e * (2.0**-self.events.shift * norm)
-        omega = self._bound.omega(
+        stack = np.empty((2, out.e.size))
+        np.multiply(out.e, escale, out=stack[0])
+        stack[1] = self._bound.omega(
             out.tail, out.ring, norm, sigma_t, kappa, exp_mode,
             self._amplitude, self._amplitude_version,
         )  # fmt: skip
-        return e, omega
+        return stack
 
     # ------------------------------------------------------------------ the cut-off
     def calibrate(
