@@ -10,8 +10,9 @@
  * R_m = sqrt(2 kappa_l) sigma_x / sqrt(D_m) is at most the level's cell size h_l. Within a level,
  * sources are sorted by cell key, then by event index (i.e. by time). The row-block kernels
  * (truncated_blocks for model 1, truncated_blocks2 for model 2; further down) evaluate up to
- * 16 rows of one cell at a time and bound everything they omit (out_tail, out_ring; the host
- * adds exp(-2.25 kappa_l)-weighted temporal sums for the sources beyond every level's reach).
+ * 16 rows of one cell at a time and bound everything they omit (out_tail, out_ring; the
+ * exp(-2.25 kappa_l)-weighted temporal sums of the sources beyond every level's reach are added
+ * by far_chunks .. pass_bound at the end, or by the host).
  */
 
 /* 2D cell key; iy in [-1, 2^20 + 1] never collides across ix (see grid.py). */
@@ -766,8 +767,10 @@ BLOCKS_KERNEL(truncated_scaled2, 1, 1)
  * tot[c] and keeps g; far_offsets (one work-item) turns tot into the chunks' exclusive prefixes
  * and tot[nchunks] into the total; far_prefix writes cum. The association is fixed by `chunk`
  * alone, so every launch on a device gives the same sums. pass_bound then makes each row's
- * E~_n = e_n escale and omega_n = norm (tail_n + (ring_n + far_n)) safety (ring_n unread
- * without with_ring), the host's operations in its order, none contracted.
+ * omega_n = norm (tail_n + (ring_n + far_n)) safety (ring_n unread without with_ring), the
+ * host's operations in its order, none contracted. (E~_n = e_n escale is made on the host: in
+ * float32, Oclgrind's uninitialised-value plugin flags the row-block kernel's out_e of the
+ * newer rows, whose values are right on every device tried, so no kernel reads out_e.)
  */
 __kernel void far_chunks(__global const double *td, __global const double *w,
                          __global const int *lvl, __global const double *lfac, const int n,
@@ -824,13 +827,11 @@ __kernel void far_prefix(__global const double *g, __global const double *tot, c
     }
 }
 
-__kernel void pass_bound(__global const double *e, __global const double *tail,
-                         __global const double *ring, __global const double *cum,
-                         __global const int *lo, __global const double *td, const int row0,
-                         const int rows, const int with_ring, const double t0,
-                         const double inv_sigma_t, const double escale, const double norm,
-                         const double safety, __global double *out_e,
-                         __global double *out_omega)
+__kernel void pass_bound(__global const double *tail, __global const double *ring,
+                         __global const double *cum, __global const int *lo,
+                         __global const double *td, const int row0, const int rows,
+                         const int with_ring, const double t0, const double inv_sigma_t,
+                         const double norm, const double safety, __global double *out_omega)
 {
 #pragma OPENCL FP_CONTRACT OFF
     const int r = get_global_id(0);
@@ -843,6 +844,5 @@ __kernel void pass_bound(__global const double *e, __global const double *tail,
     const double rest = with_ring ? ring[r] + far : far;
     double omega = norm * (tail[r] + rest);
     omega *= safety;
-    out_e[r] = e[r] * escale;
     out_omega[r] = omega;
 }

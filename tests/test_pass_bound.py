@@ -114,8 +114,9 @@ def test_device_bound_is_the_host_bound(model, rows):
 
 @pytest.mark.opencl
 def test_a_pass_left_on_the_device_is_summed_there_and_a_reused_slot_is_not():
-    """The row sums read a truncated pass where it was made: evaluations at new lengthscales
-    upload nothing of the pass's size. After more than :data:`RESIDENT` passes the first's
+    """The row sums read a truncated pass where it was made (omega made there, E~ written
+    into its slot by the pass): evaluations at new lengthscales upload neither again. After
+    more than :data:`RESIDENT` passes the first's
     device slot holds another pass; its cached E then goes up again and its log-likelihood is
     what it was (a stale slot read would give another pass's sum: the lengthscales differ by
     far more than the sums' rounding)."""

@@ -273,6 +273,14 @@ class DeviceEvents:
         profile.uploaded(host.nbytes)
         return cl.Buffer(self.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=host)
 
+    def write(self, buf: Any, host: np.ndarray) -> None:
+        """Copy ``host`` (contiguous) into the existing device buffer ``buf`` (at least its
+        size), in queue order (counted by :mod:`.profile` as an upload)."""
+        import pyopencl as cl
+
+        cl.enqueue_copy(self.queue, buf, np.ascontiguousarray(host))
+        profile.uploaded(host.nbytes)
+
     def read(self, host: np.ndarray, buf: Any) -> None:
         """Copy ``buf`` into ``host`` (contiguous, its size in bytes), waiting for the queue:
         every result the host reads comes through here (counted by :mod:`.profile`)."""

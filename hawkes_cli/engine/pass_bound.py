@@ -9,9 +9,10 @@ The row-block kernel (:mod:`.block_pass`) bounds the older sources of the cells 
 sigma_t)`` (:mod:`.truncated`'s docstring has the whole argument).
 
 :class:`PassBound` computes it with numpy from the pass's outputs read back;
-:class:`DeviceBound` computes the same on the device (the far sums as a scan, ``omega`` and
-``E~`` next to the pass's outputs), so that a pass reads back only its result, once, and the
-row sums (:mod:`.device_sums`) find it still there: no N-length array crosses for the bound.
+:class:`DeviceBound` computes the same on the device (the far sums as a scan, ``omega`` next
+to the pass's outputs), so that a pass reads back ``e`` and ``omega`` once, writes ``E~`` back
+into a slot beside ``omega``, and the row sums (:mod:`.device_sums`) find both there: neither
+the far sums nor ``omega`` are made on the host, and nothing is uploaded again for the sums.
 It covers the full passes with exponential prefixes and no amplitudes (the chains' passes); the
 rest (the calibration's probe, ``renormalized``, spans beyond ``EXP_SPAN sigma_t``) stays with
 :class:`PassBound`. The two agree to float64 rounding (``tests/test_pass_bound.py``), far below
@@ -21,6 +22,7 @@ the ``1e-8`` of :data:`SAFETY`.
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -152,14 +154,24 @@ class DeviceBound:
         Largest density of each level.
     rows : (int, int)
         The backend's rows ``[row_start, row_stop)``.
+    launch_size : callable
+        ``(global, local)`` sizes of a launch over a number of items at the backend's
+        work-group size (:meth:`~.opencl.OpenCLBackend.launch_size`).
     """
 
     def __init__(
-        self, events: Any, weight: Any, level: Any, ceil: np.ndarray, rows: tuple[int, int]
+        self,
+        events: Any,
+        weight: Any,
+        level: Any,
+        ceil: np.ndarray,
+        rows: tuple[int, int],
+        launch_size: Callable[[int], tuple[int, tuple[int] | None]],
     ) -> None:
         self._events, self._w, self._level, self._ceil, self.rows = (
             events, weight, level, ceil, rows
         )  # fmt: skip
+        self._launch_size = launch_size
         prog = events.program(truncated=True)
         self._k_chunks = kernel(prog, "far_chunks")
         self._k_offsets = kernel(prog, "far_offsets")
@@ -185,16 +197,14 @@ class DeviceBound:
             hit = ev.output(8 * (n + 1), read=True)
             lfac = ev.upload(np.exp(-factor * level_kappas(kappa, self._ceil)))
             t0, inv = float(ev.time[0]), 1.0 / sigma_t
-            size = (-(-self._nchunks // 64) * 64,)
+            size = self._size(self._nchunks)
             self._k_chunks(
-                ev.queue, size, None,
+                ev.queue, *size,
                 FarChunksArgs(ev.buf_td, self._w, self._level, lfac, n, FAR_CHUNK, t0, inv,
                               self._g, self._tot),
             )  # fmt: skip
-            self._k_offsets(ev.queue, (1,), None, FarOffsetsArgs(self._tot, self._nchunks))
-            self._k_prefix(
-                ev.queue, size, None, FarPrefixArgs(self._g, self._tot, n, FAR_CHUNK, hit)
-            )
+            self._k_offsets(ev.queue, *self._size(1), FarOffsetsArgs(self._tot, self._nchunks))
+            self._k_prefix(ev.queue, *size, FarPrefixArgs(self._g, self._tot, n, FAR_CHUNK, hit))
             self._cum[key] = hit
             while len(self._cum) > _FAR_KEPT:
                 self._cum.popitem(last=False)
@@ -204,23 +214,26 @@ class DeviceBound:
         self, out: Any, norm: float, escale: float, sigma_t: float, kappa: float
     ) -> np.ndarray:
         """``E~`` and ``omega`` of the pass ``out`` (a :class:`~.block_pass.BlockPass` just
-        launched) stacked, shape (2, rows), float64: a new array read back once (its device
-        copy kept for :meth:`resident`).
+        launched) stacked, shape (2, rows), float64: a new array (its device copy kept for
+        :meth:`resident`).
 
-        ``e``, ``tail`` and ``ring`` are ``out``'s buffers, in the kernel's units;
-        ``E~ = e escale``, ``omega = norm (tail + ring + far) SAFETY``."""
+        ``omega = norm (tail + ring + far) SAFETY`` is made on the device from ``out``'s
+        ``tail`` and ``ring`` buffers and read back; ``E~ = e escale`` on the host from ``e``
+        read back (the same multiply as :class:`PassBound`'s path), then written to the slot
+        (``kernels/truncated.cl`` says why no kernel reads ``e``)."""
         ev = self._events
         nrows = self.rows[1] - self.rows[0]
         cum = self.prepare(sigma_t, kappa)
         slot = self._slot()
         args = PassBoundArgs(
-            out.buffers[0], out.buffers[1], out.buffers[2], cum, ev.buf_lo, ev.buf_td,
-            self.rows[0], nrows, 1, float(ev.time[0]), 1.0 / sigma_t, escale, norm, SAFETY,
-            slot[1], slot[2],
+            out.buffers[1], out.buffers[2], cum, ev.buf_lo, ev.buf_td, self.rows[0], nrows, 1,
+            float(ev.time[0]), 1.0 / sigma_t, norm, SAFETY, slot[2],
         )  # fmt: skip
-        self._k_bound(ev.queue, (-(-nrows // 64) * 64,), None, args)
+        self._k_bound(ev.queue, *self._size(nrows), args)
         stack = np.empty((2, nrows))
-        ev.read(stack[0], slot[1])
+        ev.read(stack[0], out.buffers[0])
+        np.multiply(stack[0], escale, out=stack[0])
+        ev.write(slot[1], stack[0])
         ev.read(stack[1], slot[2])
         slot[0] = stack
         return stack
@@ -232,6 +245,11 @@ class DeviceBound:
             if slot[0] is stack:
                 return slot[1], slot[2]
         return None
+
+    def _size(self, items: int) -> tuple[tuple[int], tuple[int] | None]:
+        """(global, local) sizes of a one-work-item-per-item launch."""
+        g, local = self._launch_size(items)
+        return (g,), local
 
     def _slot(self) -> list[Any]:
         """The next of :data:`RESIDENT` slots, round robin (its old pass forgotten)."""

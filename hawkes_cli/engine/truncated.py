@@ -38,7 +38,8 @@ the block's ``min_j (t_j - sigma_t (kappa_l - v_j))``, ``v_j = d_j^2 floor_c / (
 ones of those cells are bounded by sub-cell (4 x 4 sub-cells in the rows' own cell, 4 strips
 in the others; per-cell prefix sums of ``w_m exp(t_m / sigma_t)``), cells between ``R_l`` and
 ``1.5 R_l`` by their own distance (``ring_n``), and everything farther by ``far_n = sum_{m <
-lo_n} exp(-2.25 kappa_l(m)) w_m exp(-(t_n - t_m) / sigma_t)`` (O(N) on the host). When the time
+lo_n} exp(-2.25 kappa_l(m)) w_m exp(-(t_n - t_m) / sigma_t)`` (O(N): a scan on the device,
+:class:`~.pass_bound.DeviceBound`, or numpy, :class:`~.pass_bound.PassBound`). When the time
 span exceeds 600 ``sigma_t``, prefix sums are plain weights and the ring and far parts are
 bounded together with ``exp(-kappa_l(m))``.
 
@@ -223,7 +224,9 @@ class TruncatedBackend(SwitchedTrigger, BoundedPairBackend):
         self.block_pass = BlockPass(events, self.exact, model, self.nlevels)
         rows = (self.row_start, self.row_stop)
         self._bound = PassBound(self._t, self._w, self._lo, self._level, self._ceil, rows)
-        self._device_bound = DeviceBound(events, weights, levels, self._ceil, rows)
+        self._device_bound = DeviceBound(
+            events, weights, levels, self._ceil, rows, self.exact.launch_size
+        )
         self.trigger_path = "none yet"
         self._row_check = RowCheck(self.exact, model)
         self.check_failure: str | None = None
