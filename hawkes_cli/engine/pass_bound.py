@@ -141,7 +141,8 @@ class PassBound:
 
 
 class DeviceBound:
-    """``E~_n`` and ``omega_n`` of a full pass on the device (module docstring).
+    """``omega_n`` of a full pass made on the device, with ``E~_n`` kept beside it there for
+    the row sums (module docstring).
 
     Parameters
     ----------
