@@ -182,6 +182,7 @@ def test_no_kernel_reads_memory_it_did_not_write(model, precision, monkeypatch):
 def test_check_data_uses_every_path_of_the_row_block_kernel():
     tr = _backend("truncated", 2, "float64")
     tr.trigger_bounded(P.sigma_x, P.sigma_t)
+    tr.block_pass.collect()  # the pass's per-row buffers (its bound was made on the device)
     di = tr._draw.index(P.sigma_x, tr.kappa)
     assert tr.n - di.index.expanded[1] > 300  # expansion boxes
     assert np.count_nonzero(tr.block_pass.ring) > 100  # ring cells

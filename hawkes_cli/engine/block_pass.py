@@ -88,8 +88,9 @@ class BlockPass:
         self.k_blocks = kernel(prog, "truncated_blocks" if model == 1 else "truncated_blocks2")
         self._k_scaled = kernel(prog, "truncated_scaled" if model == 1 else "truncated_scaled2")
         nrows = exact.row_stop - exact.row_start
-        #: The last pass's outputs, shape (rows,), float64: the truncated sums (in units of
-        #: ``2^shift / norm``), the older sources' bound and the ring's (``norm`` units).
+        #: The last collected pass's outputs (:meth:`collect`), shape (rows,), float64: the
+        #: truncated sums (in units of ``2^shift / norm``), the older sources' bound and the
+        #: ring's (``norm`` units).
         self.e = np.empty(nrows)
         self.tail = np.empty(nrows)
         self.ring = np.empty(nrows)
