@@ -58,6 +58,7 @@ from scipy.special import ndtr
 
 from .keysort import group_keys
 from .region_screen import DistanceScreen, kept_screen
+from .segment_bands import SegmentBands
 
 log = logging.getLogger(__name__)
 
@@ -224,6 +225,7 @@ class BoundaryRegion:
     # cells of the kept rasters (a one-element list: the caches are mutable, the region not)
     _kept_cells: list[int] = field(default_factory=lambda: [0], init=False, repr=False)
     _screen: list[DistanceScreen] = field(default_factory=list, init=False, repr=False)
+    _bands: list[SegmentBands] = field(default_factory=list, init=False, repr=False)
 
     def __post_init__(self) -> None:
         p = np.ascontiguousarray(self.start, dtype=np.float64)
@@ -439,12 +441,8 @@ class BoundaryRegion:
             self._kept_cells[0] -= got.values[0].size
         if got is None or not got.covers(box):
             if got is not None:  # grow it to the union of both boxes
-                box = (
-                    min(box[0], got.box[0]),
-                    max(box[1], got.box[1]),
-                    min(box[2], got.box[2]),
-                    max(box[3], got.box[3]),
-                )
+                b = got.box
+                box = (min(box[0], b[0]), max(box[1], b[1]), min(box[2], b[2]), max(box[3], b[3]))
             pad = FIELD_SLACK * (limit[1] - limit[0])
             box = (
                 max(box[0] - pad, limit[0]),
@@ -452,7 +450,11 @@ class BoundaryRegion:
                 max(box[2] - pad, limit[2]),
                 min(box[3] + pad, limit[3]),
             )
-            got = _Field.build(self.start, self.end, 2.0 ** (k / LATTICE_STEPS), box)
+            if not self._bands:
+                self._bands.append(SegmentBands.build(self.start, self.end))
+            s = 2.0 ** (k / LATTICE_STEPS)  # the segments near its rows (4 cells' margin)
+            near = self._bands[0].reaching(box[1] + s, box[2] - s, box[3] + s)
+            got = _Field.build(self.start[near], self.end[near], s, box)
         self._fields[key] = got  # most recently used last
         self._kept_cells[0] += got.values[0].size
         while len(self._fields) > 2 and self._kept_cells[0] > FIELD_CACHE_CELLS:

@@ -1,0 +1,59 @@
+"""The segment bands (:mod:`hawkes_cli.engine.segment_bands`) on the real county boundary.
+
+A raster built from the bands' candidates must be the raster built from every segment, bit for
+bit (the bands only skip segments the coverage's own test would drop), and the candidates must
+hold every segment that meets the band, by a brute-force test over all 200,000 of them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from hawkes_cli.engine.region import LATTICE_STEPS, BoundaryRegion, _Field
+from hawkes_cli.engine.segment_bands import SegmentBands
+
+
+@pytest.fixture(scope="module")
+def counties():
+    """The boundary of all county polygons (every state and territory the layer holds)."""
+    from hawkes_cli.counties import load_polygons
+
+    polys, _ = load_polygons()
+    return BoundaryRegion.from_triangles(polys.triangles)
+
+
+def _boxes(region, n, seed):
+    """``n`` boxes of 0.2-6 degrees, each centred on a boundary segment's start (so near a
+    coast or border, where rasters are built)."""
+    rng = np.random.default_rng(seed)
+    at = region.start[rng.integers(0, region.start.shape[0], n)]
+    w = rng.uniform(0.2, 6.0, (n, 2))
+    return np.column_stack([at[:, 0] - w[:, 0] / 2, at[:, 0] + w[:, 0] / 2,
+                            at[:, 1] - w[:, 1] / 2, at[:, 1] + w[:, 1] / 2])  # fmt: skip
+
+
+def test_candidates_hold_every_segment_that_meets_the_band(counties):
+    p, q = counties.start, counties.end
+    bands = SegmentBands.build(p, q)
+    assert bands.tall.size > 0  # the quantile leaves some apart: both lists are exercised
+    lo, hi = np.minimum(p, q), np.maximum(p, q)
+    for x0, x1, y0, y1 in _boxes(counties, 40, seed=3):
+        got = bands.reaching(x1, y0, y1)
+        meets = np.flatnonzero((hi[:, 1] >= y0) & (lo[:, 1] <= y1) & (lo[:, 0] <= x1))
+        assert np.all(np.diff(got) > 0)
+        assert np.isin(meets, got).all()
+        assert meets.size > 0
+
+
+def test_a_raster_from_the_bands_is_the_raster_from_every_segment(counties):
+    rng = np.random.default_rng(5)
+    for i, box in enumerate(_boxes(counties, 6, seed=7)):
+        k = int(rng.integers(-80, -40))  # lengthscales 0.03-0.18 degrees: 40-600 cells a side
+        s = 2.0 ** (k / LATTICE_STEPS)
+        box = tuple(float(v) for v in box)
+        want = _Field.build(counties.start, counties.end, s, box)
+        got = counties.raster(k, (k, i, 0), box, box)
+        assert got.box == want.box and got.h == want.h
+        np.testing.assert_array_equal(got.values, want.values)
+        assert 0.0 < float(want.values[0].mean()) < 1.0  # the box straddles the boundary
