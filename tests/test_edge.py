@@ -376,7 +376,8 @@ def test_squares_over_the_raster_budget_leave_the_counties_tiles(us_events, monk
     """Where the squares would take a level over ``MAX_FIELD_CELLS``, only the wide counties'
     cases go back to the per-event path: the other counties keep their tiles."""
     from hawkes_cli.engine import region_groups
-    from hawkes_cli.engine.region_groups import FIELD_KAPPA, GroupedMass
+    from hawkes_cli.engine.raster import FIELD_KAPPA
+    from hawkes_cli.engine.region_groups import GroupedMass
 
     _, _, region, _, polys, codes = us_events
     groups = EventGroups.of_polygons(polys.triangles, polys.tri_owner, codes)

@@ -57,6 +57,7 @@ import numpy as np
 from scipy.special import ndtr
 
 from .keysort import group_keys
+from .raster import FIELD_KAPPA, Field
 from .region_screen import DistanceScreen, kept_screen
 from .segment_bands import SegmentBands
 
@@ -73,8 +74,6 @@ _BLOCK_PAIRS = 4_000_000
 #: levels interpolated linearly in log s (error below ~1e-4: |d^2 M / d(log s)^2| < 0.35 for a
 #: straight boundary, times step^2 / 8).
 LATTICE_STEPS = 16
-#: Raster cells per lengthscale.
-FIELD_KAPPA = 4
 #: Most raster cells one lattice level may need over its tiles; events whose lengthscale would
 #: need more take the exact path (their cost there falls with the square of the lengthscale).
 #: The lower 48 states need 11 million at 0.046 degrees.
@@ -221,7 +220,7 @@ class BoundaryRegion:
     area: float
     label: str = "polygons"
     _indexes: dict[int, _SegmentIndex] = field(default_factory=dict, init=False, repr=False)
-    _fields: dict[tuple[int, ...], _Field] = field(default_factory=dict, init=False, repr=False)
+    _fields: dict[tuple[int, ...], Field] = field(default_factory=dict, init=False, repr=False)
     # cells of the kept rasters (a one-element list: the caches are mutable, the region not)
     _kept_cells: list[int] = field(default_factory=lambda: [0], init=False, repr=False)
     _screen: list[DistanceScreen] = field(default_factory=list, init=False, repr=False)
@@ -428,7 +427,7 @@ class BoundaryRegion:
         tile: tuple[int, int, int],
         box: tuple[float, float, float, float],
         limit: tuple[float, float, float, float],
-    ) -> _Field:
+    ) -> Field:
         """The raster of lattice level ``k`` for ``tile`` covering ``box`` (cached; the least
         recently used go once the kept rasters exceed ``FIELD_CACHE_CELLS``). A new raster
         covers ``box`` widened by ``FIELD_SLACK`` of the tile's side (within ``limit``, the
@@ -440,26 +439,38 @@ class BoundaryRegion:
         if got is not None:
             self._kept_cells[0] -= got.values[0].size
         if got is None or not got.covers(box):
-            if got is not None:  # grow it to the union of both boxes
-                b = got.box
-                box = (min(box[0], b[0]), max(box[1], b[1]), min(box[2], b[2]), max(box[3], b[3]))
-            pad = FIELD_SLACK * (limit[1] - limit[0])
-            box = (
-                max(box[0] - pad, limit[0]),
-                min(box[1] + pad, limit[1]),
-                max(box[2] - pad, limit[2]),
-                min(box[3] + pad, limit[3]),
-            )
-            if not self._bands:
-                self._bands.append(SegmentBands.build(self.start, self.end))
-            s = 2.0 ** (k / LATTICE_STEPS)  # the segments near its rows (4 cells' margin)
-            near = self._bands[0].reaching(box[1] + s, box[2] - s, box[3] + s)
-            got = _Field.build(self.start[near], self.end[near], s, box)
+            box = self._new_box(got, box, limit)
+            near = self._segments_near(k, box)
+            got = Field.build(self.start[near], self.end[near], _lengthscale(k), box)
         self._fields[key] = got  # most recently used last
         self._kept_cells[0] += got.values[0].size
         while len(self._fields) > 2 and self._kept_cells[0] > FIELD_CACHE_CELLS:
             self._kept_cells[0] -= self._fields.pop(next(iter(self._fields))).values[0].size
         return got
+
+    @staticmethod
+    def _new_box(
+        got: Field | None, box: tuple[float, float, float, float], limit: tuple[float, ...]
+    ) -> tuple[float, float, float, float]:
+        """The box a new raster for ``box`` gets (:meth:`raster`), ``got`` the one it replaces."""
+        if got is not None:  # grow it to the union of both boxes
+            b = got.box
+            box = (min(box[0], b[0]), max(box[1], b[1]), min(box[2], b[2]), max(box[3], b[3]))
+        pad = FIELD_SLACK * (limit[1] - limit[0])
+        return (
+            max(box[0] - pad, limit[0]),
+            min(box[1] + pad, limit[1]),
+            max(box[2] - pad, limit[2]),
+            min(box[3] + pad, limit[3]),
+        )
+
+    def _segments_near(self, k: int, box: tuple[float, float, float, float]) -> np.ndarray:
+        """The segments that may reach the rows of a level-``k`` raster over ``box`` (4 cells'
+        margin: :mod:`.segment_bands`)."""
+        if not self._bands:
+            self._bands.append(SegmentBands.build(self.start, self.end))
+        s = _lengthscale(k)
+        return self._bands[0].reaching(box[1] + s, box[2] - s, box[3] + s)
 
     def exact_mass(self, x: np.ndarray, y: np.ndarray, s: np.ndarray) -> np.ndarray:
         """The exact path: the segment sum of the module docstring for every event."""
@@ -541,6 +552,11 @@ class BoundaryRegion:
         return np.where(m > 1.0 + 1e-9, m - 1.0, np.clip(m, 0.0, 1.0))
 
 
+def _lengthscale(k: int) -> float:
+    """The lengthscale of raster lattice level ``k`` (coordinate units)."""
+    return 2.0 ** (k / LATTICE_STEPS)
+
+
 def _bbox(x: np.ndarray, y: np.ndarray, margin: float) -> tuple[float, float, float, float]:
     """``(x0, x1, y0, y1)`` of the points, widened by ``margin`` on every side."""
     return (
@@ -554,136 +570,6 @@ def _bbox(x: np.ndarray, y: np.ndarray, margin: float) -> tuple[float, float, fl
 def _cells(box: tuple[float, float, float, float], h: float) -> float:
     """Raster cells of side ``h`` over ``box``."""
     return math.ceil((box[1] - box[0]) / h) * math.ceil((box[3] - box[2]) / h)
-
-
-@dataclass(frozen=True)
-class _Field:
-    """The trigger mass inside the region on a raster, for one lengthscale ``s``.
-
-    Built from the region's exact area coverage of each cell (:func:`_coverage`), blurred
-    with the Gaussian of sd ``s`` (:func:`scipy.ndimage.gaussian_filter`, truncated at 5 sd).
-    The box reaches 6 lengthscales beyond every event it serves, so the blur sees all the
-    region that matters. Cell ``(j, i)`` is centred at ``(x0 + (i + 1/2) h, y0 + (j + 1/2) h)``.
-    """
-
-    box: tuple[float, float, float, float]
-    h: float
-    values: np.ndarray  # (3, ny, nx) float32: mass, its second differences along x and y
-
-    @classmethod
-    def build(
-        cls, p: np.ndarray, q: np.ndarray, s: float, box: tuple[float, float, float, float]
-    ) -> _Field:
-        from scipy import ndimage
-
-        x0, x1, y0, y1 = box
-        h = s / FIELD_KAPPA
-        nx = math.ceil((x1 - x0) / h)
-        ny = math.ceil((y1 - y0) / h)
-        cover = _coverage(p, q, (x0, y0), h, (ny, nx))
-        # the cells' area coverage blurs by a box of one cell along each axis (variance
-        # h^2 / 12): the Gaussian makes up the rest
-        sd = math.sqrt(FIELD_KAPPA**2 - 1.0 / 12.0)
-        values = np.zeros((3, ny, nx), dtype=np.float32)
-        mass = values[0]
-        ndimage.gaussian_filter(
-            cover.astype(np.float32), sd, output=mass, mode="constant", truncate=5.0
-        )
-        # second differences along each axis, for the bilinear read's curvature correction
-        values[1, :, 1:-1] = mass[:, 2:] - 2.0 * mass[:, 1:-1] + mass[:, :-2]
-        values[2, 1:-1] = mass[2:] - 2.0 * mass[1:-1] + mass[:-2]
-        log.debug("edge raster s=%.4g: %d x %d cells", s, ny, nx)
-        return cls(box, h, values)
-
-    def covers(self, box: tuple[float, float, float, float]) -> bool:
-        """Whether this raster serves every event whose widened box is ``box``."""
-        return (
-            self.box[0] <= box[0]
-            and box[1] <= self.box[1]
-            and self.box[2] <= box[2]
-            and box[3] <= self.box[3]
-        )
-
-    def read(self, x: np.ndarray, y: np.ndarray) -> np.ndarray:
-        """The mass at each point, float64 (N,): bilinear between cell centres, less the
-        bilinear read's own error ``fx (1 - fx) M_xx h^2 / 2`` (and along y), from the
-        raster's second differences (so the read is exact for quadratics)."""
-        _, ny, nx = self.values.shape
-        u = np.clip((x - self.box[0]) / self.h - 0.5, 0.0, nx - 1.000001)
-        v = np.clip((y - self.box[2]) / self.h - 0.5, 0.0, ny - 1.000001)
-        i = u.astype(np.int64)
-        j = v.astype(np.int64)
-        fx = u - i
-        fy = v - j
-        flat = self.values.reshape(3, -1)
-        at = j * nx + i
-        m = flat[0]
-        mass = (1.0 - fy) * ((1.0 - fx) * m[at] + fx * m[at + 1]) + fy * (
-            (1.0 - fx) * m[at + nx] + fx * m[at + nx + 1]
-        )
-        # the curvature at the nearest cell centre (the correction is itself O(h^2))
-        near = at + (fx > 0.5) + nx * (fy > 0.5)
-        correction = fx * (1.0 - fx) * flat[1][near] + fy * (1.0 - fy) * flat[2][near]
-        return mass - 0.5 * correction
-
-
-def _coverage(
-    p: np.ndarray, q: np.ndarray, origin: tuple[float, float], h: float, shape: tuple[int, int]
-) -> np.ndarray:
-    """The area share of each raster cell inside the region, (ny, nx) float64 in [0, 1].
-
-    Signed-area accumulation (as font rasterisers do it): every segment is cut at the grid
-    lines into pieces inside one cell each; a piece that descends by ``dv`` cells (the region
-    is on the segment's left, so east of a descending piece) adds ``dv * (1 - xm)`` to its
-    cell and ``dv * xm`` to the next one, ``xm`` its mean position across the cell; the
-    running sum along each row is then the exact covered area. Pieces left of the raster set
-    the row's starting value; pieces above, below or right of it change no cell.
-    """
-    ny, nx = shape
-    u0 = (p[:, 0] - origin[0]) / h
-    v0 = (p[:, 1] - origin[1]) / h
-    du = (q[:, 0] - origin[0]) / h - u0
-    dv = (q[:, 1] - origin[1]) / h - v0
-    # keep only segments that reach the raster's rows and are not wholly right of it
-    vmin = np.minimum(v0, v0 + dv)
-    vmax = np.maximum(v0, v0 + dv)
-    keep = (vmax > 0) & (vmin < ny) & (np.minimum(u0, u0 + du) < nx) & (dv != 0)
-    u0, v0, du, dv = u0[keep], v0[keep], du[keep], dv[keep]
-    # the parameters where each segment crosses a grid line (u or v integer), with 0 and 1
-    cuts = [np.zeros(u0.size), np.ones(u0.size)]
-    owners = [np.arange(u0.size), np.arange(u0.size)]
-    for start, delta in ((u0, du), (v0, dv)):
-        lo = np.ceil(np.minimum(start, start + delta))
-        hi = np.floor(np.maximum(start, start + delta))
-        count = np.maximum(hi - lo + 1, 0).astype(np.int64)
-        count[delta == 0] = 0
-        seg = np.repeat(np.arange(u0.size), count)
-        line = lo[seg] + (np.arange(seg.size) - np.repeat(np.cumsum(count) - count, count))
-        cuts.append((line - start[seg]) / delta[seg])
-        owners.append(seg)
-    t = np.clip(np.concatenate(cuts), 0.0, 1.0)
-    seg = np.concatenate(owners)
-    order = np.lexsort((t, seg))
-    t, seg = t[order], seg[order]
-    piece = seg[1:] == seg[:-1]
-    ta, tb, seg = t[:-1][piece], t[1:][piece], seg[:-1][piece]
-    ua, ub = u0[seg] + ta * du[seg], u0[seg] + tb * du[seg]
-    va, vb = v0[seg] + ta * dv[seg], v0[seg] + tb * dv[seg]
-    umid = 0.5 * (ua + ub)
-    row = np.floor(0.5 * (va + vb)).astype(np.int64)
-    col = np.floor(umid).astype(np.int64)
-    weight = va - vb  # descending: entering the region going east
-    xm = umid - col
-    left = col < 0  # wholly left of the raster: the whole row starts with it
-    col = np.where(left, 0, col)
-    xm = np.where(left, 0.0, xm)
-    inside = (row >= 0) & (row < ny) & (col < nx)
-    row, col, weight, xm = row[inside], col[inside], weight[inside], xm[inside]
-    width = nx + 1
-    flat = row * width + col
-    acc = np.bincount(flat, weights=weight * (1.0 - xm), minlength=ny * width)
-    acc += np.bincount(flat + 1, weights=weight * xm, minlength=ny * width)
-    return np.clip(np.cumsum(acc.reshape(ny, width)[:, :nx], axis=1), 0.0, 1.0)
 
 
 Region = RectangleRegion | BoundaryRegion

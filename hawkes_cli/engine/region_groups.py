@@ -34,10 +34,10 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from .raster import FIELD_KAPPA
 from .region import (
     CUTOFF,
     FIELD_ERROR,
-    FIELD_KAPPA,
     LATTICE_STEPS,
     MAX_FIELD_CELLS,
     TILE_LENGTHSCALES,

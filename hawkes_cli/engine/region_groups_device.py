@@ -11,7 +11,7 @@ the few rows of counties wider than a tile (island chains) take the host's per-e
 Model 1 reads one level at a lattice point; model 2's counties (a lengthscale each) read the
 two levels around their own lengthscale, weighted per row.
 
-The kernel is the host's read (:meth:`~.region._Field.read`) in float64 from the same float32
+The kernel is the host's read (:meth:`~.raster.Field.read`) in float64 from the same float32
 rasters, behind the same distance screen: the masses agree with
 :meth:`~.region_groups.GroupedMass.mass_error` to float64 rounding
 (``tests/test_device_stages.py``).

@@ -1,10 +1,11 @@
 """The boundary segments that may reach a raster's rows, found without a scan of all of them.
 
-A raster's coverage (:func:`.region._coverage`) sums every boundary segment that crosses its
+A raster's coverage (:func:`.raster.coverage`) sums every boundary segment that crosses its
 rows and is not wholly right of it. Model 2 at 1M builds about a thousand rasters at each new
 lattice point of ``sigma_x`` (a tile's own level and the level above, for each of ~500 tiles),
-and a scan of all 206,000 segments of the US counties' boundary per raster was 70% of the
-build (5.4 of 8 s of one core). Sorted by their lower end, the segments that may reach a band
+and a scan of all 206,000 segments of the US counties' boundary per raster was half of the
+build (the 1M redraw bench's events: 2.7-3.0 s of one idle EPYC core per lattice point with
+the scan, 1.4-1.6 s with the bands). Sorted by their lower end, the segments that may reach a band
 ``y0 <= y <= y1`` are one slice (those whose lower end lies in ``[y0 - height, y1]``, where
 ``height`` bounds every sorted segment's height), plus the few taller ones kept apart. The
 coverage's own test then decides among these candidates, in the segments' own order, so it

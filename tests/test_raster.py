@@ -1,4 +1,5 @@
-"""The segment bands (:mod:`hawkes_cli.engine.segment_bands`) on the real county boundary.
+"""The edge rasters (:mod:`hawkes_cli.engine.raster`) and the segment bands they are summed over
+(:mod:`hawkes_cli.engine.segment_bands`), on the real county boundary.
 
 A raster built from the bands' candidates must be the raster built from every segment, bit for
 bit (the bands only skip segments the coverage's own test would drop), and the candidates must
@@ -10,17 +11,23 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hawkes_cli.engine.region import LATTICE_STEPS, BoundaryRegion, _Field
+from hawkes_cli.engine.raster import Field
+from hawkes_cli.engine.region import LATTICE_STEPS, BoundaryRegion
 from hawkes_cli.engine.segment_bands import SegmentBands
 
 
 @pytest.fixture(scope="module")
-def counties():
-    """The boundary of all county polygons (every state and territory the layer holds)."""
+def triangles():
+    """The triangles of all county polygons (every state and territory the layer holds)."""
     from hawkes_cli.counties import load_polygons
 
-    polys, _ = load_polygons()
-    return BoundaryRegion.from_triangles(polys.triangles)
+    return load_polygons()[0].triangles
+
+
+@pytest.fixture(scope="module")
+def counties(triangles):
+    """The boundary of all county polygons."""
+    return BoundaryRegion.from_triangles(triangles)
 
 
 def _boxes(region, n, seed):
@@ -38,7 +45,7 @@ def test_candidates_hold_every_segment_that_meets_the_band(counties):
     bands = SegmentBands.build(p, q)
     assert bands.tall.size > 0  # the quantile leaves some apart: both lists are exercised
     lo, hi = np.minimum(p, q), np.maximum(p, q)
-    for x0, x1, y0, y1 in _boxes(counties, 40, seed=3):
+    for _x0, x1, y0, y1 in _boxes(counties, 40, seed=3):
         got = bands.reaching(x1, y0, y1)
         meets = np.flatnonzero((hi[:, 1] >= y0) & (lo[:, 1] <= y1) & (lo[:, 0] <= x1))
         assert np.all(np.diff(got) > 0)
@@ -52,7 +59,7 @@ def test_a_raster_from_the_bands_is_the_raster_from_every_segment(counties):
         k = int(rng.integers(-80, -40))  # lengthscales 0.03-0.18 degrees: 40-600 cells a side
         s = 2.0 ** (k / LATTICE_STEPS)
         box = tuple(float(v) for v in box)
-        want = _Field.build(counties.start, counties.end, s, box)
+        want = Field.build(counties.start, counties.end, s, box)
         got = counties.raster(k, (k, i, 0), box, box)
         assert got.box == want.box and got.h == want.h
         np.testing.assert_array_equal(got.values, want.values)
