@@ -55,15 +55,15 @@ class SegmentBands:
         """The bands of the segments from ``p`` to ``q``, (S, 2) float64 each."""
         bottom = np.minimum(p[:, 1], q[:, 1])
         top = np.maximum(p[:, 1], q[:, 1])
-        tall_h = top - bottom
-        height = float(np.quantile(tall_h, TALL_QUANTILE)) if tall_h.size else 0.0
-        short = np.flatnonzero(tall_h <= height)
+        heights = top - bottom
+        height = float(np.quantile(heights, TALL_QUANTILE)) if heights.size else 0.0
+        short = np.flatnonzero(heights <= height)
         order = short[np.argsort(bottom[short], kind="stable")]
         return cls(
             order=order,
             low=bottom[order],
             height=height,
-            tall=np.flatnonzero(tall_h > height),
+            tall=np.flatnonzero(heights > height),
             west=np.minimum(p[:, 0], q[:, 0]),
             top=top,
         )
