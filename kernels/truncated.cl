@@ -767,10 +767,8 @@ BLOCKS_KERNEL(truncated_scaled2, 1, 1)
  * tot[c] and keeps g; far_offsets (one work-item) turns tot into the chunks' exclusive prefixes
  * and tot[nchunks] into the total; far_prefix writes cum. The association is fixed by `chunk`
  * alone, so every launch on a device gives the same sums. pass_bound then makes each row's
- * omega_n = norm (tail_n + (ring_n + far_n)) safety (ring_n unread without with_ring), the
- * host's operations in its order, none contracted. (E~_n = e_n escale is made on the host: in
- * float32, Oclgrind's uninitialised-value plugin flags the row-block kernel's out_e of the
- * newer rows, whose values are right on every device tried, so no kernel reads out_e.)
+ * E~_n = e_n escale and omega_n = norm (tail_n + (ring_n + far_n)) safety (ring_n unread
+ * without with_ring), the host's operations in its order, none contracted.
  */
 __kernel void far_chunks(__global const double *td, __global const double *w,
                          __global const int *lvl, __global const double *lfac, const int n,
@@ -827,11 +825,13 @@ __kernel void far_prefix(__global const double *g, __global const double *tot, c
     }
 }
 
-__kernel void pass_bound(__global const double *tail, __global const double *ring,
-                         __global const double *cum, __global const int *lo,
-                         __global const double *td, const int row0, const int rows,
-                         const int with_ring, const double t0, const double inv_sigma_t,
-                         const double norm, const double safety, __global double *out_omega)
+__kernel void pass_bound(__global const double *e, __global const double *tail,
+                         __global const double *ring, __global const double *cum,
+                         __global const int *lo, __global const double *td, const int row0,
+                         const int rows, const int with_ring, const double t0,
+                         const double inv_sigma_t, const double escale, const double norm,
+                         const double safety, __global double *out_e,
+                         __global double *out_omega)
 {
 #pragma OPENCL FP_CONTRACT OFF
     const int r = get_global_id(0);
@@ -844,5 +844,6 @@ __kernel void pass_bound(__global const double *tail, __global const double *rin
     const double rest = with_ring ? ring[r] + far : far;
     double omega = norm * (tail[r] + rest);
     omega *= safety;
+    out_e[r] = e[r] * escale;
     out_omega[r] = omega;
 }

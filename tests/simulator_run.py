@@ -81,7 +81,12 @@ def run(
         if engine == "exact"
         else ["cell_prefix", "cell_prefix16", "cell_moments", blocks, scaled_blocks]
     )
-    largest = _max_local(build(None), names)
+    # Only where a larger size runs: Oclgrind's uninitialised-value plugin then reports the
+    # row-block kernel's out_e rows 756-1499 as uninitialised when pass_bound reads them (n
+    # 1500, model 1, float32), although every row is written (a poisoned buffer comes back
+    # without a poisoned row) and E~ is e escale bit for bit; without these query-only kernel
+    # objects on another program it reports nothing.
+    largest = 1 if only_one else _max_local(build(None), names)
     out["largest"] = largest
     for wg in (1,) if only_one else (1, largest, None):
         be = build(wg)

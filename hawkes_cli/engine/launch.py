@@ -407,9 +407,10 @@ class FarPrefixArgs(KernelArgs):
 
 @dataclass(frozen=True)
 class PassBoundArgs(KernelArgs):
-    """``pass_bound``: a truncated pass's ``omega`` from the row-block kernel's bound outputs
-    and the far sums' prefixes."""
+    """``pass_bound``: a truncated pass's ``E~`` and ``omega`` from the row-block kernel's
+    outputs and the far sums' prefixes."""
 
+    e: Buffer
     tail: Buffer
     ring: Buffer
     cum: Buffer
@@ -420,8 +421,10 @@ class PassBoundArgs(KernelArgs):
     with_ring: int
     t0: float
     inv_sigma_t: float
+    escale: float
     norm: float
     safety: float
+    out_e: Buffer
     out_omega: Buffer
 
 

@@ -218,23 +218,21 @@ class DeviceBound:
         launched) stacked, shape (2, rows), float64: a new array (its device copy kept for
         :meth:`resident`).
 
-        ``omega = norm (tail + ring + far) SAFETY`` is made on the device from ``out``'s
-        ``tail`` and ``ring`` buffers and read back; ``E~ = e escale`` on the host from ``e``
-        read back (the same multiply as :class:`PassBound`'s path), then written to the slot
-        (``kernels/truncated.cl`` says why no kernel reads ``e``)."""
+        ``E~ = e escale`` (the multiply of :class:`PassBound`'s path, bit for bit) and
+        ``omega = norm (tail + ring + far) SAFETY`` are made on the device from ``out``'s
+        buffers into the slot and read back: one ``(2, rows)`` read, nothing uploaded."""
         ev = self._events
         nrows = self.rows[1] - self.rows[0]
         cum = self.prepare(sigma_t, kappa)
         slot = self._slot()
         args = PassBoundArgs(
-            out.buffers[1], out.buffers[2], cum, ev.buf_lo, ev.buf_td, self.rows[0], nrows, 1,
-            float(ev.time[0]), 1.0 / sigma_t, norm, SAFETY, slot[2],
+            out.buffers[0], out.buffers[1], out.buffers[2], cum, ev.buf_lo, ev.buf_td,
+            self.rows[0], nrows, 1, float(ev.time[0]), 1.0 / sigma_t, escale, norm, SAFETY,
+            slot[1], slot[2],
         )  # fmt: skip
         self._k_bound(ev.queue, *self._size(nrows), args)
         stack = np.empty((2, nrows))
-        ev.read(stack[0], out.buffers[0])
-        np.multiply(stack[0], escale, out=stack[0])
-        ev.write(slot[1], stack[0])
+        ev.read(stack[0], slot[1])
         ev.read(stack[1], slot[2])
         slot[0] = stack
         return stack
