@@ -19,7 +19,12 @@ from scipy.special import ndtr, owens_t
 from scipy.stats import norm, qmc
 
 from hawkes_cli.engine import make_likelihood
-from hawkes_cli.engine.edge_mass import EdgeMass, mass_lattice
+from hawkes_cli.engine.edge_mass import (
+    MASS_INTERPOLATION_ERROR,
+    EdgeMass,
+    mass_lattice,
+    mass_stencil,
+)
 from hawkes_cli.engine.region import BoundaryRegion, RectangleRegion
 from hawkes_cli.engine.region_groups import EventGroups
 from hawkes_cli.model import Params
@@ -178,8 +183,9 @@ def test_us_share_outside_matches_the_issue(us_events):
 
 def test_censored_likelihood_by_hand():
     """The censored likelihood differs from the paper's by xi0 * sum_n (1 - exp(-(T -
-    t_n)/sigma_t)) * (1 - M_n) exactly, on both models, with M_n interpolated in log sigma_x
-    between the two mass-lattice points around sigma_x (closed-form rectangle masses by hand);
+    t_n)/sigma_t)) * (1 - M_n) exactly, on both models, with M_n the cubic in log sigma_x
+    through the four mass-lattice points around sigma_x (model 2: the line through the two;
+    closed-form rectangle masses by hand);
     the masses at sigma_x itself differ from that by less than the reported edge error."""
     p = Params(mu0=0.4, tau_t=30.0, xi0=0.6, sigma_x=0.8, sigma_t=6.0)
     from hawkes_cli.simulate import DensityGrid
@@ -201,12 +207,63 @@ def test_censored_likelihood_by_hand():
         kw = {"model": model, "area": 60.0, "engine": "reference"}
         plain = make_likelihood(data, **kw).evaluate(p)
         cens = make_likelihood(data, region=region, **kw).evaluate(p)
-        m = (1 - w) * by_hand(lo, model) + w * by_hand(hi, model)
+        points, weights = mass_stencil(p.sigma_x, cubic=model == 1)
+        assert points[-3 if model == 1 else 0] == lo and 0 < w < 1
+        m = sum(wk * by_hand(sk, model) for sk, wk in zip(points, weights, strict=True))
         lost = p.xi0 * np.sum(share * (1 - m))
         assert cens.loglik - plain.loglik == pytest.approx(lost, rel=1e-10)
         assert lost > 1.0
         at_sigma = p.xi0 * np.sum(share * (1 - by_hand(p.sigma_x, model)))
         assert 0 < abs(at_sigma - lost) <= cens.edge_error
+
+
+def test_the_lost_mass_between_lattice_points_is_the_exact_one():
+    """Between two mass-lattice points the interpolated lost mass follows the exact one (closed
+    form, a rectangle) in value, slope and curvature in log sigma_x, event by event within
+    MASS_INTERPOLATION_ERROR. A chord between the two points (the linear interpolation used
+    before) lies above every boundary event's lost mass: summed over events it misses the
+    lost mass's curvature and its slope by up to half a step's change, which at 1M moved the
+    posterior of sigma_x by 0.3 sd (benchmarks/results/edge-interpolation.txt); the test
+    shows that failure on the same events."""
+    rng = np.random.default_rng(8)
+    n = 20_000
+    x, y = rng.uniform(0.0, 10.0, n), rng.uniform(0.0, 6.0, n)
+    region = RectangleRegion(BOX)
+    edge = EdgeMass(region, x, y, rows=(0, n))
+    lo, hi, _ = mass_lattice(0.3)
+    step = math.log(hi / lo)
+    us = math.log(lo) + step * np.linspace(0.1, 0.9, 9)
+    h = step / 16  # the stencils stay inside the step (the interpolants have kinks at its ends)
+
+    def lost(f, u: float) -> float:
+        return float(np.sum(1.0 - f(math.exp(u))))
+
+    def exact(s: float) -> np.ndarray:
+        return region.mass(x, y, s)
+
+    def chord(s: float) -> np.ndarray:
+        a, b, w = mass_lattice(s)
+        return (1 - w) * exact(a) + w * exact(b)
+
+    def derivatives(f, u: float) -> np.ndarray:
+        a, b, c = (lost(f, u + d) for d in (-h, 0.0, h))
+        return np.array([b, (c - a) / (2 * h), (c - 2 * b + a) / h**2])
+
+    for u in us:
+        got, err = edge.mass(math.exp(u))
+        want = exact(math.exp(u))
+        assert np.max(np.abs(got - want)) <= MASS_INTERPOLATION_ERROR
+        assert np.all(err[want < 1.0] >= MASS_INTERPOLATION_ERROR)
+        d_exact = derivatives(exact, u)
+        d_cubic = derivatives(lambda s: edge.mass(s)[0], u)
+        d_chord = derivatives(chord, u)
+        assert d_exact[2] > 0.3 * d_exact[0]  # lost mass grows like s: convex in log s
+        # the cubic's errors: value and slope ~1e-5 of theirs, curvature ~3e-4 (O(step^2))
+        np.testing.assert_allclose(d_cubic, d_exact, rtol=1e-3)
+        assert abs(d_chord[2] - d_exact[2]) > 0.5 * d_exact[2]  # the chord has no curvature
+    # the chord's slope error at the step's ends: half the step's change of the slope
+    end = derivatives(chord, us[0])[1] - derivatives(exact, us[0])[1]
+    assert end > 0.3 * step * derivatives(exact, us[0])[2]
 
 
 def test_edge_mass_follows_locations_and_rows():

@@ -23,7 +23,7 @@ from scipy.special import ndtr
 from hawkes_cli.config import load_config
 from hawkes_cli.data import EventData
 from hawkes_cli.engine import make_likelihood
-from hawkes_cli.engine.edge_mass import mass_lattice
+from hawkes_cli.engine.edge_mass import mass_stencil
 from hawkes_cli.engine.region import RectangleRegion
 from hawkes_cli.model import Params
 from hawkes_cli.simulate import simulate
@@ -55,10 +55,11 @@ def _mass(data: EventData, s: np.ndarray) -> np.ndarray:
 
 def _by_hand(data: EventData, p: Params, model: int) -> float:
     """DESIGN section 2 with source m's trigger kernel over its mass M_m (interpolated in log
-    sigma_x between the mass lattice's points, as the likelihood does; exact at them)."""
+    sigma_x by the cubic through the mass lattice's four points around it, model 2 by the line
+    through the two, as the likelihood does; exact at them)."""
     scale = np.ones(data.n) if model == 1 else 1.0 / np.sqrt(data.density)
-    lo, hi, w = mass_lattice(p.sigma_x)
-    mass = (1.0 - w) * _mass(data, lo * scale) + w * _mass(data, hi * scale)
+    points, weights = mass_stencil(p.sigma_x, cubic=model == 1)
+    mass = sum(w * _mass(data, s * scale) for s, w in zip(points, weights, strict=True))
     s = p.sigma_x * scale
     t, x, y = data.time, data.x, data.y
     dt = t[:, None] - t[None, :]
@@ -89,7 +90,8 @@ ENGINES = [
 @pytest.mark.parametrize(("engine", "precision", "rel"), ENGINES)
 def test_renormalized_likelihood_by_hand(events, model, engine, precision, rel, sigma_x):
     """Every engine gives the hand-written renormalized log-likelihood; it differs from the
-    paper's by many nats (the masses matter here), and the reported edge error is small."""
+    paper's by many nats (the masses matter here), and the reported edge error is small (none
+    at a lattice point, where the closed-form masses are not interpolated)."""
     p = Params(mu0=0.8, tau_t=3.0, xi0=0.6, sigma_x=sigma_x, sigma_t=4.0)
     want = _by_hand(events, p, model)
     kw = {"model": model, "area": AREA, "engine": engine, "precision": precision}
@@ -99,7 +101,8 @@ def test_renormalized_likelihood_by_hand(events, model, engine, precision, rel, 
     assert "edge: renormalized" in lik.path and "exact" in lik.path
     plain = make_likelihood(events, **kw).loglik(p)
     assert ev.loglik - plain > 5.0
-    assert 0 < ev.edge_error < 0.1
+    # a rectangle's masses are closed-form: exact at a lattice point, the cubic's bound between
+    assert 0.0 <= ev.edge_error < 0.1 and (ev.edge_error == 0.0) == (sigma_x == 0.5)
     # the same locations again after a redraw elsewhere: the amplitudes follow the locations
     lik.set_locations(events.y * 10.0 / 6.0, events.x * 0.6)
     lik.set_locations(events.x, events.y)

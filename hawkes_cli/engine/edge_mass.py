@@ -17,29 +17,65 @@ from .region_groups import EventGroups, GroupedMass
 from .region_groups_device import DeviceGroupedMass
 
 #: :class:`EdgeMass` computes masses at ``sigma_x`` on a lattice of ``2^(1/MASS_STEPS)`` steps
-#: (cached per lattice point until the locations change) and interpolates linearly in
-#: ``log sigma_x`` between the two around the asked value: a chain whose ``sigma_x`` moves within
-#: a few steps (a 1M posterior's sd is a fifteenth of one) computes each lattice point once per
-#: location draw instead of once per move. The interpolation's error is at most ``step^2 / 8``
-#: times ``|d^2 M / d(log s)^2|`` (below 0.33 for a straight boundary; 0.5 taken):
-#: :data:`MASS_INTERPOLATION_ERROR`, added to the error scale of every event that loses mass.
+#: (cached per lattice point until the locations change) and interpolates between the four
+#: around the asked value by the cubic through them in ``log sigma_x`` (:func:`mass_stencil`): a
+#: chain whose ``sigma_x`` moves within a few steps (a 1M posterior's sd is a nineteenth of one)
+#: computes each lattice point once per location draw instead of once per move. Not linear
+#: between two: every event near the boundary loses mass like ``sigma_x`` (a straight boundary's
+#: share outside grows like ``s``), so a chord between two points lies above the lost mass by up
+#: to ``step^2 / 8`` of it, for all events together; at 1M (2.1% of the trigger mass outside,
+#: ``xi0 * lost`` 22,500 nats) that was 2.7 nats at mid-step, a slope error of up to
+#: ``lost'' * step / 2`` (221 nats per unit of ``log sigma_x``: 0.5 posterior sds of shift) and none
+#: of the lost mass's curvature (6% of the posterior's in ``log sigma_x``). The cubic's error is
+#: at most ``(9/16) step^4 / 24`` times ``|d^4 M / d(log s)^4|`` (3.1 for a straight boundary, 6.9
+#: at a right-angle corner; 8 taken): :data:`MASS_INTERPOLATION_ERROR`, 6.6e-7 per event, added
+#: to the error scale of every event that loses mass (``benchmarks/edge_interpolation.py``).
 #: The steps are the region's raster lattice (16 per octave), so that on the raster path a
-#: lattice point reads one raster level, and the interpolation is the one the raster path
-#: makes between its levels anyway (model 1).
+#: lattice point reads one raster level.
 MASS_STEPS = LATTICE_STEPS
-MASS_INTERPOLATION_ERROR = (math.log(2.0) / MASS_STEPS) ** 2 / 8.0 * 0.5
+MASS_INTERPOLATION_ERROR = (math.log(2.0) / MASS_STEPS) ** 4 * (9.0 / 16.0) / 24.0 * 8.0
+#: The line's (model 2, :meth:`EdgeMass.stencil`): ``step^2 / 8`` times ``|d^2 M / d(log s)^2|``
+#: (below 0.33 for a straight boundary; 0.5 taken), 1.2e-4 per event.
+CHORD_INTERPOLATION_ERROR = (math.log(2.0) / MASS_STEPS) ** 2 / 8.0 * 0.5
 #: Lattice points of masses kept by :class:`EdgeMass` (a small-N chain's sigma_x wanders over a
 #: few).
 MASS_POINTS_KEPT = 8
 
 
-def mass_lattice(sigma_x: float) -> tuple[float, float, float]:
-    """``(lo, hi, w)``: the lattice points around ``sigma_x`` (``lo <= sigma_x < hi``, steps of
-    ``2^(1/MASS_STEPS)``) and the weight of ``hi`` in the linear interpolation in ``log
-    sigma_x`` that :class:`EdgeMass` uses."""
+def _position(sigma_x: float) -> tuple[int, float]:
+    """``(k, t)``: ``sigma_x`` is ``2^((k + t) / MASS_STEPS)``, ``0 <= t < 1``."""
     pos = MASS_STEPS * math.log2(float(sigma_x))
     k = math.floor(pos)
-    return 2.0 ** (k / MASS_STEPS), 2.0 ** ((k + 1) / MASS_STEPS), pos - k
+    return k, pos - k
+
+
+def mass_lattice(sigma_x: float) -> tuple[float, float, float]:
+    """``(lo, hi, t)``: the lattice points around ``sigma_x`` (``lo <= sigma_x < hi``, steps of
+    ``2^(1/MASS_STEPS)``) and where ``sigma_x`` lies between them in ``log sigma_x`` (0 at
+    ``lo``, 1 at ``hi``)."""
+    k, t = _position(sigma_x)
+    return 2.0 ** (k / MASS_STEPS), 2.0 ** ((k + 1) / MASS_STEPS), t
+
+
+def mass_stencil(sigma_x: float, cubic: bool = True) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """The lattice points whose masses :class:`EdgeMass` interpolates at ``sigma_x``, and
+    their weights: the cubic in ``log sigma_x`` through the four points around it (two below,
+    two above: Lagrange weights at ``t`` of :func:`mass_lattice` on nodes -1, 0, 1, 2), or with
+    ``cubic=False`` the line through the two (model 2, :class:`EdgeMass`); at a lattice point
+    the point alone (weight 1)."""
+    k, t = _position(sigma_x)
+    if t == 0.0:
+        return (2.0 ** (k / MASS_STEPS),), (1.0,)
+    if not cubic:
+        return (2.0 ** (k / MASS_STEPS), 2.0 ** ((k + 1) / MASS_STEPS)), (1.0 - t, t)
+    points = tuple(2.0 ** ((k + j) / MASS_STEPS) for j in (-1, 0, 1, 2))
+    weights = (
+        -t * (t - 1.0) * (t - 2.0) / 6.0,
+        (t + 1.0) * (t - 1.0) * (t - 2.0) / 2.0,
+        -(t + 1.0) * t * (t - 2.0) / 2.0,
+        (t + 1.0) * t * (t - 1.0) / 6.0,
+    )
+    return points, weights
 
 
 class EdgeMass:
@@ -65,9 +101,9 @@ class EdgeMass:
         (:mod:`.region_groups_device`) from the locations the events' buffers hold, which must
         be those :meth:`set_locations` gets. None: on the host.
 
-    Masses are computed at the lattice points of :func:`mass_lattice` around ``sigma_x`` and
-    interpolated between them in ``log sigma_x``; each lattice point's are cached (the last
-    :data:`MASS_POINTS_KEPT`) until :meth:`set_locations`.
+    Masses are computed at the four lattice points around ``sigma_x`` and interpolated by the
+    cubic through them in ``log sigma_x`` (model 2: the line through the two, :meth:`stencil`);
+    each lattice point's are cached (the last :data:`MASS_POINTS_KEPT`) until :meth:`set_locations`.
     """
 
     def __init__(
@@ -135,15 +171,20 @@ class EdgeMass:
         """Each row's trigger lengthscale (coordinate units)."""
         return sigma_x if self._scale is None else sigma_x * self._scale
 
+    def stencil(self, sigma_x: float) -> tuple[tuple[float, ...], tuple[float, ...]]:
+        """The lattice points and weights of the masses at ``sigma_x``
+        (:func:`mass_stencil`): the cubic for model 1; the line for model 2, whose rasters
+        for two lattice points already fill most of the raster cache at 1M (90 of 150
+        million cells, ``region.FIELD_CACHE_CELLS``), so four would be rebuilt at every
+        redraw."""
+        return mass_stencil(sigma_x, cubic=self._scale is None)
+
     def mass(self, sigma_x: float) -> tuple[np.ndarray, np.ndarray]:
         """(mass inside the region, its error scale) of the rows, float64 shapes (rows,):
-        interpolated between the lattice points around ``sigma_x`` (:func:`mass_lattice`)."""
-        lo, hi, w = mass_lattice(sigma_x)
-        m_lo, e_lo = self._at(lo)
-        m_hi, e_hi = self._at(hi)
-        m = (1.0 - w) * m_lo + w * m_hi
-        err = np.maximum(e_lo, e_hi)
-        err += np.where(m < 1.0, MASS_INTERPOLATION_ERROR, 0.0)
+        interpolated between the lattice points around ``sigma_x`` (:func:`mass_stencil`)."""
+        points, weights = self.stencil(sigma_x)
+        got = [self._at(s) for s in points]
+        m, err = _interpolate([g[0] for g in got], [g[1] for g in got], weights)
         return m, err
 
     def deficit(self, sigma_x: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -154,22 +195,24 @@ class EdgeMass:
 
         A quarter of the rows at 1M (those near a coast or a border), so the compensator's
         sums over them cost a quarter of sums over all rows; the rows and their masses at the
-        two lattice points around ``sigma_x`` are kept until the locations change.
+        lattice points of :func:`mass_stencil` are kept until the locations change.
         """
-        lo, hi, w = mass_lattice(sigma_x)
-        key = round(MASS_STEPS * math.log2(lo))
+        points, weights = self.stencil(sigma_x)
+        key = tuple(round(MASS_STEPS * math.log2(s)) for s in points)
         got = self._losing.pop(key, None)
         if got is None:
-            m_lo, e_lo = self._at(lo)
-            m_hi, e_hi = self._at(hi)
-            rows = np.flatnonzero((m_lo < 1.0) | (m_hi < 1.0) | (e_lo > 0.0) | (e_hi > 0.0))
-            got = (rows, m_lo[rows], m_hi[rows], np.maximum(e_lo[rows], e_hi[rows]))
+            at = [self._at(s) for s in points]
+            losing = np.zeros(at[0][0].shape, dtype=bool)
+            for m_k, e_k in at:
+                losing |= (m_k < 1.0) | (e_k > 0.0)
+            rows = np.flatnonzero(losing)
+            got = (rows, [m_k[rows] for m_k, _ in at], [e_k[rows] for _, e_k in at])
         self._losing[key] = got  # most recently used last
         while len(self._losing) > MASS_POINTS_KEPT:
             del self._losing[next(iter(self._losing))]
-        rows, a, b, err = got
-        m = (1.0 - w) * a + w * b
-        return rows, 1.0 - m, err + np.where(m < 1.0, MASS_INTERPOLATION_ERROR, 0.0)
+        rows, masses, errors = got
+        m, err = _interpolate(masses, errors, weights)
+        return rows, 1.0 - m, err
 
     def _at(self, sigma_x: float) -> tuple[np.ndarray, np.ndarray]:
         """(mass, error scale) of the rows at the lattice point ``sigma_x`` (cached)."""
@@ -199,3 +242,26 @@ class EdgeMass:
             s = np.broadcast_to(self.lengthscales(sigma_x), self._x.shape)[out]
             m[out], e[out] = self.region.mass_error(self._x[out], self._y[out], s)
         return m, e
+
+
+def _interpolate(
+    masses: list[np.ndarray], errors: list[np.ndarray], weights: tuple[float, ...]
+) -> tuple[np.ndarray, np.ndarray]:
+    """The masses at the stencil's points combined by its weights, and the error scale: the
+    largest of the points' plus the interpolation's bound (:data:`MASS_INTERPOLATION_ERROR`,
+    the line's :data:`CHORD_INTERPOLATION_ERROR`) where an event loses mass at any of them.
+    The lost masses ``1 - M`` are combined, not the masses, so that an event that keeps its
+    whole mass at every point keeps exactly 1 (the weights' sum is 1 only to rounding); the
+    result is clipped to [0, 1] (the cubic can overshoot by its error near 1 or 0)."""
+    err = np.array(errors[0], dtype=np.float64)  # a copy: the cache keeps its own
+    if len(weights) == 1:
+        return np.array(masses[0], dtype=np.float64), err
+    lost = np.zeros_like(err)
+    losing = np.zeros(err.shape, dtype=bool)
+    for w, m_k, e_k in zip(weights, masses, errors, strict=True):
+        lost += w * (1.0 - m_k)
+        np.maximum(err, e_k, out=err)
+        losing |= m_k < 1.0
+    m = np.clip(1.0 - lost, 0.0, 1.0)
+    bound = MASS_INTERPOLATION_ERROR if len(weights) == 4 else CHORD_INTERPOLATION_ERROR
+    return m, err + np.where(losing, bound, 0.0)
