@@ -112,10 +112,13 @@ def laplace(
     cov = np.linalg.inv(-hess)
     sd = np.sqrt(np.diag(cov))
     mode = to_params(theta).as_dict()
+    # the Newton step that would follow, in posterior sds: how far the mode is from converged
+    residual = -np.linalg.solve(hess, grad) / sd
     return {
         "mode": mode,
         "log_sd": dict(zip(post.names, sd.tolist(), strict=True)),
         "gradient_at_mode": grad.tolist(),
+        "residual_sds": dict(zip(post.names, residual.tolist(), strict=True)),
         "newton": trail,
         "seconds": time.perf_counter() - t0,
         "trigger_passes": lik.trigger_passes,

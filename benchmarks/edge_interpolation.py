@@ -5,8 +5,10 @@ against the exact mass, on county-placed cases, scaled to the 1M posterior.
 The censored likelihood adds ``xi0 * sum_m h_m (1 - M_m(sigma_x))`` to the log-likelihood
 (``h_m = 1 - exp(-(T - t_m) / sigma_t)``, ``M_m`` source m's trigger mass inside the counties).
 :class:`~hawkes_cli.engine.edge_mass.EdgeMass` computes ``M_m`` at lattice points
-``2^(k/16)`` and interpolates. This script takes ``--n`` events of an events file (a seeded
-subsample), at the 1M model-1 posterior's ``xi0``, ``sigma_t`` and around its ``sigma_x``:
+``2^(k/16)`` and interpolates (model 2: each event's lengthscale is ``sigma_x / sqrt(density)``,
+the lattice is in ``sigma_x``). This script takes ``--n`` events of an events file (a seeded
+subsample), at the 1M posterior's ``xi0``, ``sigma_t`` and around its ``sigma_x`` (``--model``:
+:data:`POSTERIOR`):
 
 - the exact term (``BoundaryRegion.mass_error(exact=True)``: the segment sums, 1e-9 against
   scipy's Owen's T) at ``--points`` values of ``sigma_x`` across the lattice step around the
@@ -16,10 +18,12 @@ subsample), at the 1M model-1 posterior's ``xi0``, ``sigma_t`` and around its ``
   interpolation alone;
 - scaled to 1,000,000 events (the term and its derivatives grow like N), the error in nats,
   the gradient error and what it does to the 1M posterior of ``log sigma_x`` (sd ``--sd``,
-  0.00227 at 1M model 1): a shift of ``gradient error * sd^2`` and a curvature off by the
-  curvature error over ``1 / sd^2``.
+  0.00227 at 1M model 1, 0.00272 model 2): a shift of ``gradient error * sd^2`` and a
+  curvature off by the curvature error over ``1 / sd^2``.
 
     python benchmarks/edge_interpolation.py /tmp/hhs/cases-1000000.h5 --n 100000
+    python benchmarks/edge_interpolation.py /tmp/hhs/cases-1000000.h5 --model 2 --n 20000 \
+        --name edge-interpolation-m2
 
 writes ``benchmarks/results/edge-interpolation.{txt,json}``.
 """
@@ -42,16 +46,19 @@ from hawkes_cli.regions import region_for
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
-#: The 1M model-1 posterior (converged ``n_expensive: 1`` run, medians; log sigma_x's sd).
-XI0, SIGMA_X, SIGMA_T, SD_LOG_SIGMA_X = 1.078, 0.05202, 77.56, 0.00227
+#: The 1M posteriors (medians; log sigma_x's sd): model 1's converged ``n_expensive: 1`` run
+#: (``docs/cut-posterior.md``), model 2's ``benchmarks/results/mission-m2-1000000-table.txt``
+#: (lengthscale ``sigma_x / sqrt(density)``).
+POSTERIOR = {1: (1.078, 0.05202, 77.56, 0.00227), 2: (1.070, 0.8237, 91.18, 0.00272)}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("events", type=Path)
+    ap.add_argument("--model", type=int, choices=(1, 2), default=1)
     ap.add_argument("--n", type=int, default=100_000, help="events (a seeded subsample)")
     ap.add_argument("--points", type=int, default=9, help="sigma_x values across the step")
-    ap.add_argument("--sd", type=float, default=SD_LOG_SIGMA_X)
+    ap.add_argument("--sd", type=float, default=None, help="default: the model's 1M sd")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--name", default="edge-interpolation")
     ap.add_argument("--out", type=Path, default=RESULTS)
@@ -62,18 +69,24 @@ def main() -> None:
     rng = np.random.default_rng(args.seed)
     pick = np.sort(rng.choice(data.n, size=min(args.n, data.n), replace=False))
     x, y, t = data.x[pick], data.y[pick], data.time[pick]
-    share = -np.expm1(-(data.time[-1] - t) / SIGMA_T)
+    xi0, sigma_x, sigma_t, sd = POSTERIOR[args.model]
+    sd = args.sd if args.sd is not None else sd
+    if args.model == 2 and data.density is None:
+        raise SystemExit(f"error: {args.events} has no density column (model 2)")
+    # each event's lengthscale per unit sigma_x (model 2: 1 / sqrt(density), as EdgeMass)
+    per = 1.0 if args.model == 1 else 1.0 / np.sqrt(data.density[pick])
+    share = -np.expm1(-(data.time[-1] - t) / sigma_t)
     scale = 1_000_000 / pick.size
     masses: dict[float, np.ndarray] = {}
 
     def exact(s: float) -> np.ndarray:
         if s not in masses:
-            masses[s] = region.mass_error(x, y, s, exact=True)[0]
+            masses[s] = region.mass_error(x, y, s * per, exact=True)[0]
         return masses[s]
 
     def term(m: np.ndarray) -> float:
         """``xi0 * sum h (1 - M)`` scaled to 1M events (nats)."""
-        return XI0 * float(np.dot(share, 1.0 - m)) * scale
+        return xi0 * float(np.dot(share, 1.0 - m)) * scale
 
     def linear(s: float) -> np.ndarray:
         lo, hi, w = mass_lattice(s)
@@ -83,7 +96,7 @@ def main() -> None:
         points, weights = mass_stencil(s)
         return np.clip(sum(w * exact(p) for p, w in zip(points, weights, strict=True)), 0, 1)
 
-    lo, hi, _ = mass_lattice(SIGMA_X)
+    lo, hi, _ = mass_lattice(sigma_x)
     step = math.log(2.0) / MASS_STEPS
     us = math.log(lo) + step * (np.arange(args.points) + 0.5) / args.points
     h = step / 32  # the derivatives' finite-difference step (log sigma_x): inside the step
@@ -99,9 +112,10 @@ def main() -> None:
         "host": platform.node(),
         "events": str(args.events),
         "n": int(pick.size),
-        "xi0": XI0,
-        "sigma_t": SIGMA_T,
-        "sd_log_sigma_x": args.sd,
+        "model": args.model,
+        "xi0": xi0,
+        "sigma_t": sigma_t,
+        "sd_log_sigma_x": sd,
         "lattice": [lo, hi],
         "rows": rows,
         "seconds": time.perf_counter() - t0,
@@ -120,8 +134,10 @@ def report(doc: dict) -> str:
     lines = [
         f"# edge_interpolation.py, {doc['date']} on {doc['host']}: {doc['n']:,} events of "
         f"{doc['events']}, scaled to 1,000,000;",
-        f"# xi0 {doc['xi0']}, sigma_t {doc['sigma_t']} days, sigma_x across the lattice step "
-        f"[{doc['lattice'][0]:.5f}, {doc['lattice'][1]:.5f}] deg; exact masses by the segment "
+        f"# model {doc.get('model', 1)}, xi0 {doc['xi0']}, sigma_t {doc['sigma_t']} days, "
+        f"sigma_x across the lattice step [{doc['lattice'][0]:.5f}, {doc['lattice'][1]:.5f}]"
+        f"{' deg' if doc.get('model', 1) == 1 else ' (lengthscale sigma_x / sqrt(density))'}"
+        "; exact masses by the segment "
         f"sums; {doc['seconds']:.0f} s.",
         "# term = xi0 * sum_m h_m (1 - M_m) (nats); slope and curvature in log sigma_x; "
         "errors = interpolated - exact.",

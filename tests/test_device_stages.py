@@ -294,6 +294,54 @@ def test_model2_grouped_masses_read_on_the_device_are_the_hosts(counties):
 
 
 @pytest.mark.parametrize("model", [1, 2])
+def test_a_redraw_uploads_no_raster_again(counties, model, monkeypatch):
+    """A chain's edge masses on the device: the first location draw uploads the rasters of the
+    stencil's lattice points (model 1's cubic: four; model 2's line: two), and a redraw with
+    moves of sigma_x inside the lattice step uploads none (the device keeps them; with fewer
+    kept than the stencil's points every redraw uploaded all of them again)."""
+    from hawkes_cli.engine import region_groups_device
+    from hawkes_cli.engine.device import Device, DeviceEvents
+    from hawkes_cli.engine.edge_mass import EdgeMass, mass_stencil
+    from hawkes_cli.engine.region import BoundaryRegion
+    from hawkes_cli.engine.region_groups import EventGroups
+
+    polys, codes = counties
+    codes = codes[:20_000]
+    region = BoundaryRegion.from_triangles(polys.triangles)
+    groups = EventGroups.of_polygons(polys.triangles, polys.tri_owner, codes)
+    density, sigma_x = None, 0.0475
+    if model == 2:
+        county_d = np.exp(
+            np.random.default_rng(4).uniform(np.log(5.0), np.log(500.0), len(groups.boxes))
+        )
+        density, sigma_x = county_d[groups.group], 0.5075
+    x, y = polys.sample(codes, np.random.default_rng(2))
+    t = np.sort(np.random.default_rng(1).uniform(0.0, 100.0, codes.size))
+    events = DeviceEvents(Device.select(None), t, x, y, density, precision="float32")
+    edge = EdgeMass(
+        region, x, y, rows=(0, codes.size), density=density, groups=groups, events=events
+    )
+    uploads = []
+    upload = region_groups_device.DeviceGroupedMass._upload_level
+    monkeypatch.setattr(
+        region_groups_device.DeviceGroupedMass,
+        "_upload_level",
+        lambda self, *a: uploads.append(1) or upload(self, *a),
+    )
+    points = len(mass_stencil(sigma_x, cubic=model == 1)[0])
+    for draw in range(3):
+        if draw:
+            x, y = polys.sample(codes, np.random.default_rng(10 + draw))
+            events.set_locations(x, y)
+            edge.set_locations(x, y)
+        for move in (1.0, 1.001, 0.999, 1.002):  # inside the step around sigma_x
+            rows, lost, _ = edge.deficit(sigma_x * move)
+            assert rows.size > 100 and np.all(lost >= 0) and np.mean(lost > 0) > 0.5
+        assert len(uploads) == (points if draw == 0 else 0), (draw, len(uploads))
+        uploads.clear()
+
+
+@pytest.mark.parametrize("model", [1, 2])
 def test_block_levels_on_the_device_are_the_hosts(model):
     """The presence grid's summed-area tables counted on the device are grid.level_presence's,
     and the levels within reach of each row block found from them are grid.block_levels' bit

@@ -124,10 +124,13 @@ class EdgeMass:
             None if density is None else 1.0 / np.sqrt(np.asarray(density, np.float64)[r0:r1])
         )
         self._grouped = self._grouped_mass(groups)
+        # the device keeps the rasters of a stencil's points (off the lattice: mid-step) and of
+        # one more (sigma_x crossing a lattice point), so that a redraw uploads none
+        kept = len(self.stencil(2.0 ** (0.5 / MASS_STEPS))[0]) + 1
         self._device = (
             None
             if self._grouped is None or events is None
-            else DeviceGroupedMass(events, self._grouped, r0)
+            else DeviceGroupedMass(events, self._grouped, r0, kept=kept)
         )
         self._cache: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self._losing: dict[int, tuple[np.ndarray, ...]] = {}

@@ -30,9 +30,10 @@ from .launch import RasterMassArgs, kernel
 from .region import FIELD_ERROR
 from .region_groups import GroupedMass, TilePlan
 
-#: Raster levels kept on the device: a chain's masses are at the two lattice points around its
-#: sigma_x, now and then a third (the lower 48 states at 0.046 degrees: 11 million cells, 130 MB
-#: a level).
+#: Lattice points' rasters kept on the device by default: the line's two around a chain's
+#: sigma_x and a third when it crosses one (the lower 48 states at 0.046 degrees: 11 million
+#: cells, 130 MB a level). :class:`~.edge_mass.EdgeMass` asks for one more than its stencil's
+#: points (the cubic's four: five), or every redraw would upload them all again.
 LEVELS_KEPT = 3
 
 
@@ -65,10 +66,15 @@ class DeviceGroupedMass:
         The host's per-county planner (its plans and rasters are built there and kept).
     row0
         The event index of the planner's first row (its rows are events ``row0 ..``).
+    kept
+        Lattice points whose rasters stay on the device (the least recently used go).
     """
 
-    def __init__(self, events: DeviceEvents, grouped: GroupedMass, row0: int) -> None:
+    def __init__(
+        self, events: DeviceEvents, grouped: GroupedMass, row0: int, kept: int = LEVELS_KEPT
+    ) -> None:
         events.keep_float64_copies()
+        self.kept = kept
         self._events = events
         self.grouped = grouped
         self.row0 = row0
@@ -142,7 +148,7 @@ class DeviceGroupedMass:
             with profile.stage("edge raster upload"):
                 got = self._upload_level(level, frac)
         self._levels[key] = got
-        while len(self._levels) > LEVELS_KEPT:
+        while len(self._levels) > self.kept:
             self._levels.pop(next(iter(self._levels)))
         return got
 
