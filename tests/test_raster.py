@@ -64,3 +64,27 @@ def test_a_raster_from_the_bands_is_the_raster_from_every_segment(counties):
         assert got.box == want.box and got.h == want.h
         np.testing.assert_array_equal(got.values, want.values)
         assert 0.0 < float(want.values[0].mean()) < 1.0  # the box straddles the boundary
+
+
+def test_a_straight_edge_is_read_without_bias():
+    """Events within three lengthscales of a square's straight, axis-aligned edge, on the raster
+    path (a polygon region, rasters forced), against the square's closed-form mass
+    (:class:`~hawkes_cli.engine.region.RectangleRegion`), at six lattice levels: the mean error
+    (the bias, which the likelihood sums over every boundary event) stays below 3e-5 and the
+    mean absolute error below 1.5e-4. Rasters blurred from the coverage on their own cells
+    were 4.5e-4 high on average here at every level (the box-blurred edge, a function with
+    kinks, sampled at the raster's spacing); with the coverage blurred first on cells three
+    times finer, 5e-6 to 7e-6 (mean absolute 8.8e-5, the bilinear read's)."""
+    from hawkes_cli.engine.region import RectangleRegion
+
+    tri = np.array([[[0, 0], [10, 0], [10, 10]], [[0, 0], [10, 10], [0, 10]]], dtype=float)
+    region = BoundaryRegion.from_triangles(tri)
+    object.__setattr__(region, "_raster_pays", lambda *_: True)  # rasters at every level
+    square = RectangleRegion((0.0, 10.0, 0.0, 10.0))
+    rng = np.random.default_rng(0)
+    for k in range(-40, -34):
+        s = 2.0 ** (k / LATTICE_STEPS)
+        x, y = rng.uniform(2.0, 8.0, 20_000), rng.uniform(0.0, 3.0 * s, 20_000)
+        err = region.mass_error(x, y, s)[0] - square.mass(x, y, np.full(x.size, s))
+        assert abs(np.mean(err)) < 3e-5, (k, np.mean(err))
+        assert np.mean(np.abs(err)) < 1.5e-4, (k, np.mean(np.abs(err)))

@@ -93,15 +93,19 @@ FIELD_SLACK = 0.125
 #: Seconds per raster cell built and per (event, segment) candidate of the exact path, measured
 #: on one core of an AMD EPYC (Zen 5); only their ratio matters: a level's rasters are built
 #: when that costs less than RASTER_REUSE exact evaluations of its events (a chain reuses a
-#: level's rasters at every location redraw and sigma_x move that stays inside it).
-COST_CELL = 1.1e-7
+#: level's rasters at every location redraw and sigma_x move that stays inside it). A cell
+#: costs 1e-7 s blurred on its own and 4.7e-7 s since the coverage is blurred first on cells
+#: three times finer (``raster.FIELD_SUPERSAMPLE``; a 92,720-cell tile on the Gulf coast).
+COST_CELL = 4.7e-7
 COST_CANDIDATE = 3.5e-7
 RASTER_REUSE = 8
 #: The error scale of one event's mass on the raster path, from the comparison with the exact
 #: path (200,000 events as the paper places them in the lower 48 states, sigma_x = 0.046
 #: degrees: mean absolute error 4.8e-5 over the events that lose mass, largest 8.7e-4; on a
-#: rectangle up to 5e-4 and 2e-3, its corners being the raster's worst case); used for the
-#: reported error term of the likelihood, an estimate and not a bound.
+#: rectangle up to 5e-4 and 2e-3, its corners being the raster's worst case; measured before
+#: the coverage was blurred on finer cells, which took a straight edge's bias from 4.5e-4 to
+#: 6e-6, ``tests/test_raster.py``); used for the reported error term of the likelihood, an
+#: estimate and not a bound.
 FIELD_ERROR = 5e-4
 #: The error of one event's mass on the exact path (Gauss-Legendre, clipping).
 EXACT_ERROR = 1e-9
