@@ -34,8 +34,16 @@ def test_a_worker_in_python_holds_the_main_thread_out_and_a_sleeping_one_does_no
     # machine does delay the main thread's wake-ups, which the bench counts as held: against
     # a sleeping worker one of two reps read 0.103 on a clean-clone CI run sharing the 2 cores
     # with other work (the other 0.065), so the sleeping worker's best rep is what must be free.
+    # Even that failed once more (the first test of a clean-clone CI run, while the local Slurm
+    # cluster was starting): so up to three measurements, of which one must be free. A worker
+    # that held the GIL would fail all three (its share is above 0.3 in every rep).
     held = bench_gil.measure(lambda: _python_loop(0.3), wait=0.001, reps=2)
     assert min(held["share_held"]) > 0.3, held["share_held"]
-    free = bench_gil.measure(lambda: _sleep(0.3), wait=0.001, reps=2)
-    assert min(free["share_held"]) < 0.1, free["share_held"]
+    tries = []
+    for _ in range(3):
+        free = bench_gil.measure(lambda: _sleep(0.3), wait=0.001, reps=2)
+        tries.append(free["share_held"])
+        if min(free["share_held"]) < 0.1:
+            break
+    assert min(tries[-1]) < 0.1, tries
     assert free["wakeups"][0] > 100  # the main thread kept waking (about 300 in 0.3 s)

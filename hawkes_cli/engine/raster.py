@@ -1,8 +1,10 @@
 """The edge correction's rasters: a region's area coverage blurred by the trigger's Gaussian.
 
-:class:`Field` is one lattice level's raster over a box: each cell's exact share inside the
-region (:func:`coverage`, from the region's boundary segments), blurred by the Gaussian of the
-level's lengthscale, with its second differences for a bilinear read exact on quadratics. A
+:class:`Field` is one lattice level's raster over a box: the exact share inside the region of
+cells three times finer (:func:`coverage`, from the region's boundary segments), blurred by the
+Gaussian of the level's lengthscale (a little of it on the fine cells, the rest on the raster's:
+:data:`FIELD_SUPERSAMPLE`), with its second differences for a bilinear read exact on
+quadratics. A
 raster is a function of its segments, lengthscale and box alone; the region
 (:meth:`~.region.BoundaryRegion.raster`) keeps them and gives each only the segments near its
 rows (:mod:`.segment_bands`).
