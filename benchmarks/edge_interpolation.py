@@ -86,15 +86,19 @@ def main() -> None:
     )
     if args.model == 2 and data.density is None:
         raise SystemExit(f"error: {args.events} has no density column (model 2)")
-    # each event's lengthscale per unit sigma_x (model 2: 1 / sqrt(density), as EdgeMass)
-    per = 1.0 if args.model == 1 else 1.0 / np.sqrt(data.density[pick])
+    # the engine's own masses (the rasters where they pay, at the lattice points, and its
+    # stencil); its lengthscales (model 2: sigma_x / sqrt(density)) serve the exact ones too
+    density = None if args.model == 1 else data.density[pick]
+    edge = EdgeMass(region, x, y, rows=(0, pick.size), density=density)
+    if args.rasters == "always":
+        object.__setattr__(region, "_raster_pays", lambda *_: True)  # as at 1M
     share = -np.expm1(-(data.time[-1] - t) / sigma_t)
     scale = 1_000_000 / pick.size
     masses: dict[float, np.ndarray] = {}
 
     def exact(s: float) -> np.ndarray:
         if s not in masses:
-            masses[s] = region.mass_error(x, y, s * per, exact=True)[0]
+            masses[s] = region.mass_error(x, y, edge.lengthscales(s), exact=True)[0]
         return masses[s]
 
     def term(m: np.ndarray) -> float:
@@ -108,12 +112,6 @@ def main() -> None:
     def cubic(s: float) -> np.ndarray:
         points, weights = mass_stencil(s)
         return np.clip(sum(w * exact(p) for p, w in zip(points, weights, strict=True)), 0, 1)
-
-    # the engine's own: the rasters where they pay, at the lattice points, and its stencil
-    density = None if args.model == 1 else data.density[pick]
-    edge = EdgeMass(region, x, y, rows=(0, pick.size), density=density)
-    if args.rasters == "always":
-        object.__setattr__(region, "_raster_pays", lambda *_: True)  # as at 1M
 
     def engine(s: float) -> np.ndarray:
         return edge.mass(s)[0]
