@@ -16,8 +16,9 @@ subsample), at the 1M posterior's ``xi0``, ``sigma_t`` and around its ``sigma_x`
 - the same from the exact masses at the lattice points, interpolated linearly between the two
   around (the old way) and by the cubic through the four around (the new way): the error of the
   interpolation alone;
-- the engine's own masses (:class:`EdgeMass`: the rasters where they pay, then the cubic, or
-  model 2's line), which adds the rasters' error to the interpolation's;
+- the engine's own masses (:class:`EdgeMass`: the rasters where they pay, then the cubic;
+  model 2's around each event's lengthscale snapped to the lattice, since 2026-12-03 evening,
+  the line before), which adds the rasters' error to the interpolation's;
 - scaled to 1,000,000 events (the term and its derivatives grow like N), the error in nats,
   the gradient error and what it does to the 1M posterior of ``log sigma_x`` (sd ``--sd``,
   0.00227 at 1M model 1, 0.00272 model 2): a shift of ``gradient error * sd^2`` and a

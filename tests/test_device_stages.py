@@ -296,12 +296,13 @@ def test_model2_grouped_masses_read_on_the_device_are_the_hosts(counties):
 @pytest.mark.parametrize("model", [1, 2])
 def test_a_redraw_uploads_no_raster_again(counties, model, monkeypatch):
     """A chain's edge masses on the device: the first location draw uploads the rasters of the
-    stencil's lattice points (model 1's cubic: four; model 2's line: two), and a redraw with
+    stencil's lattice points (model 1's cubic: four; model 2's cubics around each county's
+    lengthscale: five), and a redraw with
     moves of sigma_x inside the lattice step uploads none (the device keeps them; with fewer
     kept than the stencil's points every redraw uploaded all of them again)."""
     from hawkes_cli.engine import region_groups_device
     from hawkes_cli.engine.device import Device, DeviceEvents
-    from hawkes_cli.engine.edge_mass import EdgeMass, mass_stencil
+    from hawkes_cli.engine.edge_mass import EdgeMass
     from hawkes_cli.engine.region import BoundaryRegion
     from hawkes_cli.engine.region_groups import EventGroups
 
@@ -328,7 +329,8 @@ def test_a_redraw_uploads_no_raster_again(counties, model, monkeypatch):
         "_upload_level",
         lambda self, *a: uploads.append(1) or upload(self, *a),
     )
-    points = len(mass_stencil(sigma_x, cubic=model == 1)[0])
+    points = len(edge.stencil(sigma_x)[0])
+    assert points == (4 if model == 1 else 5)
     for draw in range(3):
         if draw:
             x, y = polys.sample(codes, np.random.default_rng(10 + draw))

@@ -31,12 +31,12 @@ from .region_groups_device import DeviceGroupedMass
 #: at a right-angle corner; 8 taken): :data:`MASS_INTERPOLATION_ERROR`, 6.6e-7 per event, added
 #: to the error scale of every event that loses mass (``benchmarks/edge_interpolation.py``).
 #: The steps are the region's raster lattice (16 per octave), so that on the raster path a
-#: lattice point reads one raster level.
+#: lattice point reads one raster level. Model 2's events (lengthscale ``sigma_x / sqrt(D)``)
+#: each take the cubic around their own lengthscale on the same lattice: a "lattice point" of
+#: model 2 holds every event's mass at its lengthscale snapped down to the raster lattice, and
+#: each event weighs the points by its own offset from that snap (:meth:`EdgeMass.stencil`).
 MASS_STEPS = LATTICE_STEPS
 MASS_INTERPOLATION_ERROR = (math.log(2.0) / MASS_STEPS) ** 4 * (9.0 / 16.0) / 24.0 * 8.0
-#: The line's (model 2, :meth:`EdgeMass.stencil`): ``step^2 / 8`` times ``|d^2 M / d(log s)^2|``
-#: (below 0.33 for a straight boundary; 0.5 taken), 1.2e-4 per event.
-CHORD_INTERPOLATION_ERROR = (math.log(2.0) / MASS_STEPS) ** 2 / 8.0 * 0.5
 #: Lattice points of masses kept by :class:`EdgeMass` (a small-N chain's sigma_x wanders over a
 #: few).
 MASS_POINTS_KEPT = 8
@@ -57,25 +57,28 @@ def mass_lattice(sigma_x: float) -> tuple[float, float, float]:
     return 2.0 ** (k / MASS_STEPS), 2.0 ** ((k + 1) / MASS_STEPS), t
 
 
-def mass_stencil(sigma_x: float, cubic: bool = True) -> tuple[tuple[float, ...], tuple[float, ...]]:
-    """The lattice points whose masses :class:`EdgeMass` interpolates at ``sigma_x``, and
-    their weights: the cubic in ``log sigma_x`` through the four points around it (two below,
-    two above: Lagrange weights at ``t`` of :func:`mass_lattice` on nodes -1, 0, 1, 2), or with
-    ``cubic=False`` the line through the two (model 2, :class:`EdgeMass`); at a lattice point
-    the point alone (weight 1)."""
-    k, t = _position(sigma_x)
-    if t == 0.0:
-        return (2.0 ** (k / MASS_STEPS),), (1.0,)
-    if not cubic:
-        return (2.0 ** (k / MASS_STEPS), 2.0 ** ((k + 1) / MASS_STEPS)), (1.0 - t, t)
-    points = tuple(2.0 ** ((k + j) / MASS_STEPS) for j in (-1, 0, 1, 2))
-    weights = (
+def _lagrange(t: float | np.ndarray) -> tuple:
+    """Weights of the cubic through nodes -1, 0, 1, 2 at ``t`` (a float, or an array of them
+    in [0, 1]): ``(w_-1, w_0, w_1, w_2)``, summing to 1; ``(0, 1, 0, 0)`` at ``t = 0``."""
+    return (
         -t * (t - 1.0) * (t - 2.0) / 6.0,
         (t + 1.0) * (t - 1.0) * (t - 2.0) / 2.0,
         -(t + 1.0) * t * (t - 2.0) / 2.0,
         (t + 1.0) * t * (t - 1.0) / 6.0,
     )
-    return points, weights
+
+
+def mass_stencil(sigma_x: float) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """The lattice points whose masses :class:`EdgeMass` interpolates at the lengthscale
+    ``sigma_x``, and their weights: the cubic in ``log sigma_x`` through the four points around
+    it (two below, two above: Lagrange weights at ``t`` of :func:`mass_lattice` on nodes -1, 0,
+    1, 2); at a lattice point the point alone (weight 1). Model 2's events each read the
+    stencil of their own lengthscale (:meth:`EdgeMass.stencil`)."""
+    k, t = _position(sigma_x)
+    if t == 0.0:
+        return (2.0 ** (k / MASS_STEPS),), (1.0,)
+    points = tuple(2.0 ** ((k + j) / MASS_STEPS) for j in (-1, 0, 1, 2))
+    return points, _lagrange(t)
 
 
 class EdgeMass:
@@ -102,8 +105,9 @@ class EdgeMass:
         be those :meth:`set_locations` gets. None: on the host.
 
     Masses are computed at the four lattice points around ``sigma_x`` and interpolated by the
-    cubic through them in ``log sigma_x`` (model 2: the line through the two, :meth:`stencil`);
-    each lattice point's are cached (the last :data:`MASS_POINTS_KEPT`) until :meth:`set_locations`.
+    cubic through them in ``log sigma_x`` (model 2: around each row's own lengthscale, up to
+    five points, :meth:`stencil`); each lattice point's are cached (the last
+    :data:`MASS_POINTS_KEPT`) until :meth:`set_locations`.
     """
 
     def __init__(
@@ -122,6 +126,12 @@ class EdgeMass:
         r0, r1 = rows
         self._scale = (
             None if density is None else 1.0 / np.sqrt(np.asarray(density, np.float64)[r0:r1])
+        )
+        # model 2: each row's lengthscale factor snapped down to the lattice, and the offset of
+        # its own lengthscale above the snap (in lattice steps, [0, 1)); model 1: none
+        self._snapped, self._offset = (None, None) if self._scale is None else _snap(self._scale)
+        self._offset_range = (
+            (0.0, 0.0) if self._offset is None else (self._offset.min(), self._offset.max())
         )
         self._grouped = self._grouped_mass(groups)
         # the device keeps the rasters of a stencil's points (off the lattice: mid-step) and of
@@ -149,12 +159,13 @@ class EdgeMass:
             return None
         if groups.group.size != self.rows[1] - self.rows[0]:
             raise ValueError("groups must hold exactly this rank's rows")
-        if self._scale is None:
+        if self._scale is None or self._snapped is None:
             return GroupedMass(self.region, groups)
         factors = np.zeros(groups.boxes.shape[0])
         factors[groups.group] = self._scale
         if not np.array_equal(factors[groups.group], self._scale):
             return None
+        factors[groups.group] = self._snapped  # a lattice point reads one raster level a county
         return GroupedMass(self.region, groups, factors)
 
     def set_locations(self, x: np.ndarray, y: np.ndarray) -> None:
@@ -174,13 +185,34 @@ class EdgeMass:
         """Each row's trigger lengthscale (coordinate units)."""
         return sigma_x if self._scale is None else sigma_x * self._scale
 
-    def stencil(self, sigma_x: float) -> tuple[tuple[float, ...], tuple[float, ...]]:
-        """The lattice points and weights of the masses at ``sigma_x``
-        (:func:`mass_stencil`): the cubic for model 1; the line for model 2, whose rasters
-        for two lattice points already fill most of the raster cache at 1M (90 of 150
-        million cells, ``region.FIELD_CACHE_CELLS``), so four would be rebuilt at every
-        redraw."""
-        return mass_stencil(sigma_x, cubic=self._scale is None)
+    def _lattice_lengthscales(self, sigma_x: float) -> np.ndarray | float:
+        """Each row's lengthscale at the lattice point ``sigma_x``: model 2's snapped down to
+        the raster lattice (:func:`_snap`), so that every row reads one raster level."""
+        return sigma_x if self._snapped is None else sigma_x * self._snapped
+
+    def stencil(
+        self, sigma_x: float, rows: np.ndarray | None = None
+    ) -> tuple[tuple[float, ...], tuple[float, ...] | tuple[np.ndarray, ...]]:
+        """The lattice points and weights of the masses at ``sigma_x``: model 1's
+        :func:`mass_stencil`; model 2's the cubic around each row's own lengthscale, whose
+        lattice position is ``sigma_x``'s plus the row's offset (up to a step more), so the
+        points are up to five (the four around ``sigma_x`` and the next; they depend on
+        ``sigma_x`` alone) and the weights one array per point over the rows (all, or those of
+        ``rows``), each row's four of them its own cubic's and the others 0."""
+        if self._offset is None:
+            return mass_stencil(sigma_x)
+        k, t = _position(sigma_x)
+        first = 0 if t + self._offset_range[0] < 1.0 else 1  # node k - 1 + first
+        last = 5 if t + self._offset_range[1] >= 1.0 else 4
+        u = t + (self._offset if rows is None else self._offset[rows])
+        up = u >= 1.0  # the row's lengthscale lies in the next step: its nodes one point up
+        w = np.zeros((5, u.size))
+        low, high = _lagrange(u[~up]), _lagrange(u[up] - 1.0)
+        for j in range(4):
+            w[j, ~up] = low[j]
+            w[j + 1, up] = high[j]
+        points = tuple(2.0 ** ((k - 1 + j) / MASS_STEPS) for j in range(first, last))
+        return points, tuple(w[first:last])
 
     def mass(self, sigma_x: float) -> tuple[np.ndarray, np.ndarray]:
         """(mass inside the region, its error scale) of the rows, float64 shapes (rows,):
@@ -200,7 +232,7 @@ class EdgeMass:
         sums over them cost a quarter of sums over all rows; the rows and their masses at the
         lattice points of :func:`mass_stencil` are kept until the locations change.
         """
-        points, weights = self.stencil(sigma_x)
+        points, _ = self.stencil(sigma_x, np.empty(0, np.int64))
         key = tuple(round(MASS_STEPS * math.log2(s)) for s in points)
         got = self._losing.pop(key, None)
         if got is None:
@@ -214,7 +246,7 @@ class EdgeMass:
         while len(self._losing) > MASS_POINTS_KEPT:
             del self._losing[next(iter(self._losing))]
         rows, masses, errors = got
-        m, err = _interpolate(masses, errors, weights)
+        m, err = _interpolate(masses, errors, self.stencil(sigma_x, rows)[1])
         return rows, 1.0 - m, err
 
     def _at(self, sigma_x: float) -> tuple[np.ndarray, np.ndarray]:
@@ -223,12 +255,12 @@ class EdgeMass:
         got = self._cache.pop(key, None)
         if got is None:
             if isinstance(self.region, RectangleRegion):
-                m = self.region.mass(self._x, self._y, self.lengthscales(sigma_x))
+                m = self.region.mass(self._x, self._y, self._lattice_lengthscales(sigma_x))
                 got = (m, np.zeros_like(m))
             elif self._grouped is not None:
                 got = self._grouped_at(sigma_x)
             else:
-                got = self.region.mass_error(self._x, self._y, self.lengthscales(sigma_x))
+                got = self.region.mass_error(self._x, self._y, self._lattice_lengthscales(sigma_x))
         self._cache[key] = got  # most recently used last
         while len(self._cache) > MASS_POINTS_KEPT:
             del self._cache[next(iter(self._cache))]
@@ -242,17 +274,32 @@ class EdgeMass:
         m, e = self._grouped.mass_error(self._x, self._y, sigma_x) if got is None else got
         out = self._outside
         if out.size:
-            s = np.broadcast_to(self.lengthscales(sigma_x), self._x.shape)[out]
+            s = np.broadcast_to(self._lattice_lengthscales(sigma_x), self._x.shape)[out]
             m[out], e[out] = self.region.mass_error(self._x[out], self._y[out], s)
         return m, e
 
 
+def _snap(scale: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+    """Model 2's lengthscale factors ``scale`` (shape (rows,)) snapped down to the mass lattice,
+    ``2^(floor(MASS_STEPS log2 scale) / MASS_STEPS)``, and each one's offset above its snap in
+    lattice steps, [0, 1) (within 1e-9 of a lattice point: the point, offset 0); None for the
+    offsets when all are 0 (each row's stencil is then ``sigma_x``'s)."""
+    pos = MASS_STEPS * np.log2(scale)
+    near = np.rint(pos)
+    on = np.abs(pos - near) < 1e-9
+    base = np.where(on, near, np.floor(pos))
+    offset = np.where(on, 0.0, pos - base)
+    return 2.0 ** (base / MASS_STEPS), offset if np.any(offset) else None
+
+
 def _interpolate(
-    masses: list[np.ndarray], errors: list[np.ndarray], weights: tuple[float, ...]
+    masses: list[np.ndarray],
+    errors: list[np.ndarray],
+    weights: tuple[float, ...] | tuple[np.ndarray, ...],
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The masses at the stencil's points combined by its weights, and the error scale: the
-    largest of the points' plus the interpolation's bound (:data:`MASS_INTERPOLATION_ERROR`,
-    the line's :data:`CHORD_INTERPOLATION_ERROR`) where an event loses mass at any of them.
+    """The masses at the stencil's points combined by its weights (one per point, or one per
+    point and row), and the error scale: the largest of the points' plus the cubic's bound
+    (:data:`MASS_INTERPOLATION_ERROR`) where an event loses mass at any of them.
     The lost masses ``1 - M`` are combined, not the masses, so that an event that keeps its
     whole mass at every point keeps exactly 1 (the weights' sum is 1 only to rounding); the
     result is clipped to [0, 1] (the cubic can overshoot by its error near 1 or 0)."""
@@ -266,5 +313,4 @@ def _interpolate(
         np.maximum(err, e_k, out=err)
         losing |= m_k < 1.0
     m = np.clip(1.0 - lost, 0.0, 1.0)
-    bound = MASS_INTERPOLATION_ERROR if len(weights) == 4 else CHORD_INTERPOLATION_ERROR
-    return m, err + np.where(losing, bound, 0.0)
+    return m, err + np.where(losing, MASS_INTERPOLATION_ERROR, 0.0)

@@ -224,9 +224,10 @@ class GroupedMass:
         county); None: 1 (model 1, one lengthscale).
 
     Model 2's counties spread over many levels (a hundred at 1M cases), each county read
-    between the rasters of the two levels around its own lengthscale. As ``sigma_x`` moves by a
-    lattice step, other counties come to each level: each set of a tile's counties has its own
-    rasters (a chain between two lattice points keeps two sets), so a raster depends on its box
+    between the rasters of the two levels around its own lengthscale (one, where the factors
+    are snapped to the lattice as :class:`~.edge_mass.EdgeMass` gives them). As ``sigma_x``
+    moves by a lattice step, other counties come to each level: each set of a tile's counties
+    has its own rasters (a chain keeps a set per lattice point), so a raster depends on its box
     alone and a resumed chain reads the rasters an uninterrupted one reads.
     """
 

@@ -9,7 +9,8 @@ the rows, reading the locations the events' buffers already hold (after a device
 never crossed to the host and back for this). Only the masses and error scales come back, and
 the few rows of counties wider than a tile (island chains) take the host's per-event path.
 Model 1 reads one level at a lattice point; model 2's counties (a lengthscale each) read the
-two levels around their own lengthscale, weighted per row.
+two levels around their own lengthscale, weighted per row, unless (as
+:class:`~.edge_mass.EdgeMass` plans them) their lengthscales are snapped to the lattice.
 
 The kernel is the host's read (:meth:`~.raster.Field.read`) in float64 from the same float32
 rasters, behind the same distance screen: the masses agree with
@@ -30,10 +31,10 @@ from .launch import RasterMassArgs, kernel
 from .region import FIELD_ERROR
 from .region_groups import GroupedMass, TilePlan
 
-#: Lattice points' rasters kept on the device by default: the line's two around a chain's
-#: sigma_x and a third when it crosses one (the lower 48 states at 0.046 degrees: 11 million
-#: cells, 130 MB a level). :class:`~.edge_mass.EdgeMass` asks for one more than its stencil's
-#: points (the cubic's four: five), or every redraw would upload them all again.
+#: Lattice points' rasters kept on the device by default: two around a chain's sigma_x and a
+#: third when it crosses one (the lower 48 states at 0.046 degrees: 11 million cells, 130 MB a
+#: level). :class:`~.edge_mass.EdgeMass` asks for one more than its stencil's points (model 1's
+#: cubic: five; model 2's, up to five points: six), or every redraw would upload them all again.
 LEVELS_KEPT = 3
 
 
