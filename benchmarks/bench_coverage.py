@@ -14,6 +14,9 @@ seeds; the simulated file is deleted after its fit), and the summary over all ca
 of the same name is rewritten after each one: per parameter the mean miss with its standard
 error, the sd of the misses (~1 if the Laplace sd is right), the coverage of the 95% intervals
 (``|miss| <= 1.96``), and ``xi0``'s relative bias (mean of ``log mode - log truth``).
+``--poisson-background`` draws each replicate's background count from Poisson(``--n-background``)
+(seeded by the replicate's seed) instead of taking it exactly: the model's background is a
+Poisson process, and a fixed count takes away variance the Laplace sds count.
 
 Usage::
 
@@ -64,15 +67,23 @@ def simulate(out: Path, *, model: int, edge: str, n_background: int, seed: int) 
     return time.perf_counter() - t0
 
 
+def background_count(mean: int, seed: int, poisson: bool) -> int:
+    """The replicate's number of background events: ``mean``, or with ``poisson`` a
+    Poisson(``mean``) draw seeded by the replicate's seed (the model's background is a Poisson
+    process; the simulator takes the count it is given)."""
+    if not poisson:
+        return mean
+    return int(np.random.default_rng([seed, 7]).poisson(mean))
+
+
 def replicate(args: argparse.Namespace, seed: int) -> dict:
     """Simulate, fit with the matching edge, delete the file; the replicate's record."""
     from hawkes_cli.data import load_events
     from hawkes_cli.regions import region_for
 
     events = args.work / f"{args.name}-s{seed}.h5"
-    sim_s = simulate(
-        events, model=args.model, edge=args.edge, n_background=args.n_background, seed=seed
-    )
+    n_bg = background_count(args.n_background, seed, args.poisson_background)
+    sim_s = simulate(events, model=args.model, edge=args.edge, n_background=n_bg, seed=seed)
     t0 = time.perf_counter()
     data = load_events(events, need_density=args.model == 2)
     truth = dict(data.attrs["true_params"])
@@ -89,6 +100,8 @@ def replicate(args: argparse.Namespace, seed: int) -> dict:
         "model": args.model,
         "edge": args.edge,
         "n_background": args.n_background,
+        "background_count": n_bg,
+        "poisson_background": args.poisson_background,
         "truth": truth,
         "attrs": {
             k: data.attrs.get(k)
@@ -191,7 +204,9 @@ def write_report(args: argparse.Namespace, recs: list[dict], wall: float) -> Non
         f"# bench_coverage {args.name}: {len(recs)} replicates, N {min(ns):,}-{max(ns):,} "
         f"(mean {np.mean(ns):,.0f}), model {args.model} (sigma_x {sx}, xi0 0.6, sigma_t 30 d), "
         f"hawkes-prep simulate --geography us --uniform-background --edge {args.edge} "
-        f"--n-background {args.n_background:,} --t-end 700, seeds {recs[0]['seed']}-"
+        f"--n-background {args.n_background:,}"
+        f"{' (each a Poisson draw of that mean)' if args.poisson_background else ''}"
+        f" --t-end 700, seeds {recs[0]['seed']}-"
         f"{recs[-1]['seed']}",
         f"# fitted with model.edge: {args.edge}; Laplace (bench_edges.laplace: {args.steps} "
         f"Newton steps, Hessian sd on the log scale), priors of mu0, tau_t: the background's "
@@ -234,6 +249,11 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, nargs=2, metavar=("FIRST", "LAST"), default=(101, 110))
     ap.add_argument("--n-background", type=int, default=88_000, help="~200,000 events")
     ap.add_argument("--steps", type=int, default=3, help="Newton steps")
+    ap.add_argument(
+        "--poisson-background",
+        action="store_true",
+        help="each replicate's background count a Poisson draw of --n-background's mean",
+    )
     ap.add_argument("--work", type=Path, required=True, help="replicates' cache and events")
     ap.add_argument("--name", default=None, help="default m<model>-<edge>")
     ap.add_argument("--cores", type=int, default=2, help="for the device label")
@@ -250,6 +270,7 @@ def main() -> None:
             for r in recs
             if (r["model"], r["edge"], r["n_background"])
             == (args.model, args.edge, args.n_background)
+            and r.get("poisson_background", False) == args.poisson_background
         ]
 
     if not args.report_only:

@@ -134,9 +134,10 @@ class EdgeMass:
             (0.0, 0.0) if self._offset is None else (self._offset.min(), self._offset.max())
         )
         self._grouped = self._grouped_mass(groups)
-        # the device keeps the rasters of a stencil's points (off the lattice: mid-step) and of
-        # one more (sigma_x crossing a lattice point), so that a redraw uploads none
-        kept = len(self.stencil(2.0 ** (0.5 / MASS_STEPS))[0]) + 1
+        # the device keeps the rasters of a stencil's points (off the lattice: model 1's four,
+        # model 2's up to five) and of one more (sigma_x crossing a lattice point), so that a
+        # redraw uploads none
+        kept = (4 if self._offset is None else 5) + 1
         self._device = (
             None
             if self._grouped is None or events is None
