@@ -286,6 +286,49 @@ def test_the_lost_mass_between_lattice_points_is_the_exact_one(model):
     assert end > 0.3 * step * derivatives(exact, us[0])[2]
 
 
+def test_model2_cubics_follow_each_events_own_lattice_points_in_any_order():
+    """Model 2's masses (the cubics cached per set of lattice points) are each event's own
+    Lagrange cubic through its four lattice points (``mass_stencil`` of its lengthscale, closed
+    rectangle masses there, by hand), to 1e-12, as sigma_x moves back and forth across a lattice
+    point. Two densities put the events' offsets above their snapped lattice points at 0.3 and
+    0.6 steps, so that the stencil has four points near a step's ends and five between, and the
+    same four points serve sigma_x late in one step (every event's lengthscale a step up) and
+    early in the next (none): one cached set read from two positions. ``deficit`` gives what
+    ``mass`` gives."""
+    rng = np.random.default_rng(12)
+    n = 4000
+    x, y = rng.uniform(0.0, 10.0, n), rng.uniform(0.0, 6.0, n)
+    offsets = np.where(np.arange(n) % 2 == 0, 0.3, 0.6)
+    scale = 2.0 ** ((offsets - 5.0) / 16.0)  # 1 / sqrt(D): 5 - offset steps below 1
+    region = RectangleRegion(BOX)
+    edge = EdgeMass(region, x, y, rows=(0, n), density=scale**-2.0)
+    k = round(16 * math.log2(0.1))  # a lattice position (sigma_x 0.1)
+
+    def by_hand(sigma_x: float) -> np.ndarray:
+        out = np.empty(n)
+        for i in range(n):
+            points, weights = mass_stencil(sigma_x * scale[i])
+            lost = sum(
+                w * (1.0 - region.mass(x[i : i + 1], y[i : i + 1], p)[0])
+                for p, w in zip(points, weights, strict=True)
+            )
+            out[i] = 1.0 - lost
+        return out
+
+    positions = [k + 0.8, k + 1.2, k + 0.5, k + 1.2, k + 0.8, k + 0.1]
+    for pos in positions:
+        sigma_x = 2.0 ** (pos / 16.0)
+        points = edge.stencil(sigma_x)[0]
+        assert len(points) == (5 if pos - math.floor(pos) == 0.5 else 4)
+        m, _ = edge.mass(sigma_x)
+        np.testing.assert_allclose(m, by_hand(sigma_x), rtol=0, atol=1e-12)
+        rows, lost, _ = edge.deficit(sigma_x)
+        np.testing.assert_array_equal(lost, 1.0 - m[rows])
+        assert 0.05 < rows.size / n < 0.9  # near the rectangle's sides
+    # late in one step and early in the next: the same four lattice points
+    assert edge.stencil(2.0 ** ((k + 0.8) / 16))[0] == edge.stencil(2.0 ** ((k + 1.2) / 16))[0]
+
+
 def test_edge_mass_follows_locations_and_rows():
     """EdgeMass serves its rows only, and new locations replace the cached masses."""
     region = RectangleRegion(BOX)

@@ -144,7 +144,7 @@ class EdgeMass:
             else DeviceGroupedMass(events, self._grouped, r0, kept=kept)
         )
         self._cache: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-        self._losing: dict[int, tuple[np.ndarray, ...]] = {}
+        self._losing: dict[tuple[int, ...], _LostCubics] = {}
         self.set_locations(x, y)
 
     @staticmethod
@@ -217,11 +217,13 @@ class EdgeMass:
 
     def mass(self, sigma_x: float) -> tuple[np.ndarray, np.ndarray]:
         """(mass inside the region, its error scale) of the rows, float64 shapes (rows,):
-        interpolated between the lattice points around ``sigma_x`` (:func:`mass_stencil`)."""
-        points, weights = self.stencil(sigma_x)
-        got = [self._at(s) for s in points]
-        m, err = _interpolate([g[0] for g in got], [g[1] for g in got], weights)
-        return m, err
+        interpolated between the lattice points around ``sigma_x`` (:meth:`stencil`); 1 and 0
+        for the rows that keep their whole mass at every point."""
+        rows, kept, err = self._losing_mass(sigma_x)
+        m = np.ones(self._x.size)
+        e = np.zeros(self._x.size)
+        m[rows], e[rows] = kept, err
+        return m, e
 
     def deficit(self, sigma_x: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The rows that lose trigger mass at ``sigma_x``, what they lose and its error scale:
@@ -230,25 +232,31 @@ class EdgeMass:
         keeps its whole mass (1, error 0).
 
         A quarter of the rows at 1M (those near a coast or a border), so the compensator's
-        sums over them cost a quarter of sums over all rows; the rows and their masses at the
-        lattice points of :func:`mass_stencil` are kept until the locations change.
+        sums over them cost a quarter of sums over all rows; the rows, their error scales and
+        their cubics (:class:`_LostCubics`) are kept per set of lattice points until the
+        locations change, so that a move of ``sigma_x`` costs one polynomial per losing row.
+        The rows and the error are the same arrays on every call with the same points (read
+        only).
         """
+        rows, kept, err = self._losing_mass(sigma_x)
+        return rows, 1.0 - kept, err
+
+    def _losing_mass(self, sigma_x: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(rows, mass, error scale)`` of the rows that lose mass at some point of the
+        stencil at ``sigma_x``."""
         points, _ = self.stencil(sigma_x, np.empty(0, np.int64))
         key = tuple(round(MASS_STEPS * math.log2(s)) for s in points)
         got = self._losing.pop(key, None)
         if got is None:
-            at = [self._at(s) for s in points]
-            losing = np.zeros(at[0][0].shape, dtype=bool)
-            for m_k, e_k in at:
-                losing |= (m_k < 1.0) | (e_k > 0.0)
-            rows = np.flatnonzero(losing)
-            got = (rows, [m_k[rows] for m_k, _ in at], [e_k[rows] for _, e_k in at])
+            got = _LostCubics.of([self._at(s) for s in points], self._offset)
         self._losing[key] = got  # most recently used last
         while len(self._losing) > MASS_POINTS_KEPT:
             del self._losing[next(iter(self._losing))]
-        rows, masses, errors = got
-        m, err = _interpolate(masses, errors, self.stencil(sigma_x, rows)[1])
-        return rows, 1.0 - m, err
+        k, t = _position(sigma_x)
+        # model 2: the rows' positions above the stencil's first node less one (u of
+        # :meth:`stencil`, one less where the stencil starts a node up)
+        shift = t if key[0] == k - 1 else t - 1.0
+        return got.rows, got.mass(shift), got.error
 
     def _at(self, sigma_x: float) -> tuple[np.ndarray, np.ndarray]:
         """(mass, error scale) of the rows at the lattice point ``sigma_x`` (cached)."""
@@ -293,25 +301,91 @@ def _snap(scale: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
     return 2.0 ** (base / MASS_STEPS), offset if np.any(offset) else None
 
 
-def _interpolate(
-    masses: list[np.ndarray],
-    errors: list[np.ndarray],
-    weights: tuple[float, ...] | tuple[np.ndarray, ...],
-) -> tuple[np.ndarray, np.ndarray]:
-    """The masses at the stencil's points combined by its weights (one per point, or one per
-    point and row), and the error scale: the largest of the points' plus the cubic's bound
-    (:data:`MASS_INTERPOLATION_ERROR`) where an event loses mass at any of them.
-    The lost masses ``1 - M`` are combined, not the masses, so that an event that keeps its
-    whole mass at every point keeps exactly 1 (the weights' sum is 1 only to rounding); the
-    result is clipped to [0, 1] (the cubic can overshoot by its error near 1 or 0)."""
-    err = np.array(errors[0], dtype=np.float64)  # a copy: the cache keeps its own
-    if len(weights) == 1:
-        return np.array(masses[0], dtype=np.float64), err
-    lost = np.zeros_like(err)
-    losing = np.zeros(err.shape, dtype=bool)
-    for w, m_k, e_k in zip(weights, masses, errors, strict=True):
-        lost += w * (1.0 - m_k)
-        np.maximum(err, e_k, out=err)
-        losing |= m_k < 1.0
-    m = np.clip(1.0 - lost, 0.0, 1.0)
-    return m, err + np.where(losing, MASS_INTERPOLATION_ERROR, 0.0)
+#: The Lagrange cubic's weights on nodes -1, 0, 1, 2 (:func:`_lagrange`) as polynomials in
+#: ``t``: row ``i`` holds the coefficients of ``t^i`` over the four nodes.
+_POWER = np.array(
+    [
+        [0.0, 1.0, 0.0, 0.0],
+        [-1.0 / 3.0, -0.5, 1.0, -1.0 / 6.0],
+        [0.5, -1.0, 0.5, 0.0],
+        [-1.0 / 6.0, 0.5, -0.5, 1.0 / 6.0],
+    ]
+)
+
+
+def _horner(coef: np.ndarray, t: float | np.ndarray) -> np.ndarray:
+    """``sum_i coef[i] t^i``, coef shape (4, k), ``t`` a float or shape (k,)."""
+    v = coef[3] * t
+    for i in (2, 1):
+        v += coef[i]
+        v *= t
+    v += coef[0]
+    return v
+
+
+class _LostCubics:
+    """The rows that lose mass at some point of one stencil, with each row's lost mass as the
+    cubic through the points in its lattice position, and their error scale.
+
+    Built once per set of lattice points and locations (:meth:`of`); :meth:`mass` is then one
+    polynomial per row. The error scale is the largest of the points' plus the cubic's bound
+    (:data:`MASS_INTERPOLATION_ERROR`) where an event loses mass at any of them. The lost
+    masses ``1 - M`` are interpolated, not the masses, so that an event that keeps its whole
+    mass at every point keeps exactly 1 (the weights' sum is 1 only to rounding); the mass is
+    clipped to [0, 1] (the cubic can overshoot by its error near 1 or 0). One point (model 1
+    on a lattice point): its masses and errors as they are.
+    """
+
+    def __init__(
+        self,
+        rows: np.ndarray,
+        error: np.ndarray,
+        cubics: tuple[np.ndarray, ...],
+        offset: np.ndarray | None,
+        at_point: np.ndarray | None = None,
+    ) -> None:
+        self.rows, self.error = rows, error
+        self._cubics, self._offset, self._at_point = cubics, offset, at_point
+        for a in (rows, error, at_point, *cubics):
+            if a is not None:
+                a.setflags(write=False)
+
+    @classmethod
+    def of(cls, at: list[tuple[np.ndarray, np.ndarray]], offset: np.ndarray | None) -> _LostCubics:
+        """From each point's ``(mass, error scale)`` over all rows (1, 4 or, model 2, 5
+        points) and model 2's offsets (None: model 1)."""
+        losing = np.zeros(at[0][0].shape, dtype=bool)
+        for m_k, e_k in at:
+            losing |= m_k < 1.0
+            losing |= e_k > 0.0
+        rows = np.flatnonzero(losing)
+        if len(at) == 1:
+            m, e = at[0]
+            return cls(rows, e[rows], (), None, at_point=m[rows])
+        lost = np.empty((len(at), rows.size))
+        err = np.zeros(rows.size)
+        picked = np.empty(rows.size)
+        for j, (m_k, e_k) in enumerate(at):
+            np.take(m_k, rows, out=lost[j])
+            np.maximum(err, np.take(e_k, rows, out=picked), out=err)
+        np.subtract(1.0, lost, out=lost)
+        err += np.where(np.any(lost > 0.0, axis=0), MASS_INTERPOLATION_ERROR, 0.0)
+        # one cubic per four consecutive points: the second (model 2's five) for the rows
+        # whose lengthscale lies a step up
+        cubics = tuple(_POWER @ lost[j : j + 4] for j in range(len(at) - 3))
+        return cls(rows, err, cubics, None if offset is None else offset[rows])
+
+    def mass(self, shift: float) -> np.ndarray:
+        """The rows' masses, shape (k,), each row's cubic at ``shift`` (model 1: ``t`` of
+        :func:`mass_lattice`; model 2: plus the row's offset, the second cubic where that
+        reaches 1, read from 1 less)."""
+        if self._at_point is not None:
+            return self._at_point
+        if self._offset is None:
+            lost = _horner(self._cubics[0], shift)
+        else:
+            u = shift + self._offset
+            lost = _horner(self._cubics[0], u)
+            if len(self._cubics) == 2:
+                lost = np.where(u >= 1.0, _horner(self._cubics[1], u - 1.0), lost)
+        return np.clip(1.0 - lost, 0.0, 1.0)
