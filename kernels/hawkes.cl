@@ -651,22 +651,25 @@ static double raster_read(__global const double *geom, __global const long *shap
  * f = frac[n] (model 2: each county's lengthscale between two levels); then clamped to [0, 1];
  * err = field_error where the mass is below 1. A row the screen (bound: bny x bnx cells of
  * side bh from (bx0, by0), a lower bound on the distance to the boundary) puts at least its
- * tile's reach from the boundary keeps mass 1, err 0.
+ * tile's reach from the boundary keeps mass 1, err 0. Work-item i computes row n = pick[i]
+ * (i < rows) and writes mass[i], err[i]: all rows in order, or only those that can lose mass.
  */
 __kernel void raster_mass(__global const double *x, __global const double *y, const int row0,
-                          const int rows, __global const int *tile, __global const double *frac,
-                          __global const double *geom, __global const long *shape,
-                          __global const int *upper, __global const float *raster,
-                          __global const float *bound, const int bnx, const int bny,
-                          const double bx0, const double by0, const double bh,
-                          const double field_error, __global double *mass, __global double *err)
+                          const int rows, __global const int *pick, __global const int *tile,
+                          __global const double *frac, __global const double *geom,
+                          __global const long *shape, __global const int *upper,
+                          __global const float *raster, __global const float *bound,
+                          const int bnx, const int bny, const double bx0, const double by0,
+                          const double bh, const double field_error, __global double *mass,
+                          __global double *err)
 {
-    const int n = get_global_id(0);
-    if (n >= rows) {
+    const int i = get_global_id(0);
+    if (i >= rows) {
         return;
     }
-    mass[n] = 1.0;
-    err[n] = 0.0;
+    const int n = pick[i];
+    mass[i] = 1.0;
+    err[i] = 0.0;
     const int k = tile[n];
     if (k < 0) {
         return;
@@ -686,8 +689,8 @@ __kernel void raster_mass(__global const double *x, __global const double *y, co
         val += f * hi;
     }
     val = min(max(val, 0.0), 1.0);
-    mass[n] = val;
-    err[n] = val < 1.0 ? field_error : 0.0;
+    mass[i] = val;
+    err[i] = val < 1.0 ? field_error : 0.0;
 }
 
 /* Which levels have a source within reach of each row block, one bit per level: the host's

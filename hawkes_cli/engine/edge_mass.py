@@ -248,6 +248,8 @@ class EdgeMass:
         key = tuple(round(MASS_STEPS * math.log2(s)) for s in points)
         got = self._losing.pop(key, None)
         if got is None:
+            got = self._device_cubics(points)
+        if got is None:
             got = _LostCubics.of([self._at(s) for s in points], self._offset)
         self._losing[key] = got  # most recently used last
         while len(self._losing) > MASS_POINTS_KEPT:
@@ -257,6 +259,15 @@ class EdgeMass:
         # :meth:`stencil`, one less where the stencil starts a node up)
         shift = t if key[0] == k - 1 else t - 1.0
         return got.rows, got.mass(shift), got.error
+
+    def _device_cubics(self, points: tuple[float, ...]) -> _LostCubics | None:
+        """The cubics from the device's reads of only the rows that can lose mass
+        (:meth:`.DeviceGroupedMass.mass_error_rows`); None without a device, or when some rows
+        lie outside their county's box (a file's own locations: the per-event path)."""
+        if self._device is None or self._outside is None or self._outside.size:
+            return None
+        got = self._device.mass_error_rows(self._x, self._y, points)
+        return None if got is None else _LostCubics.of(got[1], self._offset, got[0])
 
     def _at(self, sigma_x: float) -> tuple[np.ndarray, np.ndarray]:
         """(mass, error scale) of the rows at the lattice point ``sigma_x`` (cached)."""
@@ -351,23 +362,30 @@ class _LostCubics:
                 a.setflags(write=False)
 
     @classmethod
-    def of(cls, at: list[tuple[np.ndarray, np.ndarray]], offset: np.ndarray | None) -> _LostCubics:
-        """From each point's ``(mass, error scale)`` over all rows (1, 4 or, model 2, 5
-        points) and model 2's offsets (None: model 1)."""
+    def of(
+        cls,
+        at: list[tuple[np.ndarray, np.ndarray]],
+        offset: np.ndarray | None,
+        candidates: np.ndarray | None = None,
+    ) -> _LostCubics:
+        """From each point's ``(mass, error scale)`` (1, 4 or, model 2, 5 points) over all
+        rows, or over the rows ``candidates`` (every other row keeps mass 1, error 0), and
+        model 2's offsets of all rows (None: model 1)."""
         losing = np.zeros(at[0][0].shape, dtype=bool)
         for m_k, e_k in at:
             losing |= m_k < 1.0
             losing |= e_k > 0.0
-        rows = np.flatnonzero(losing)
+        picks = np.flatnonzero(losing)
+        rows = picks if candidates is None else candidates[picks]
         if len(at) == 1:
             m, e = at[0]
-            return cls(rows, e[rows], (), None, at_point=m[rows])
+            return cls(rows, e[picks], (), None, at_point=m[picks])
         lost = np.empty((len(at), rows.size))
         err = np.zeros(rows.size)
         picked = np.empty(rows.size)
         for j, (m_k, e_k) in enumerate(at):
-            np.take(m_k, rows, out=lost[j])
-            np.maximum(err, np.take(e_k, rows, out=picked), out=err)
+            np.take(m_k, picks, out=lost[j])
+            np.maximum(err, np.take(e_k, picks, out=picked), out=err)
         np.subtract(1.0, lost, out=lost)
         err += np.where(np.any(lost > 0.0, axis=0), MASS_INTERPOLATION_ERROR, 0.0)
         # one cubic per four consecutive points: the second (model 2's five) for the rows

@@ -200,14 +200,15 @@ class IndexSourcesArgs(KernelArgs):
 
 @dataclass(frozen=True)
 class RasterMassArgs(KernelArgs):
-    """``raster_mass``: each row's trigger mass inside the study region read from its
-    county's tile raster behind the distance screen
-    (:mod:`hawkes_cli.engine.region_groups_device`)."""
+    """``raster_mass``: the trigger mass inside the study region of the rows ``pick`` (indices
+    from ``row0``; ``rows`` of them) read from their counties' tile rasters behind the distance
+    screen (:mod:`hawkes_cli.engine.region_groups_device`)."""
 
     x: Buffer
     y: Buffer
     row0: int
     rows: int
+    pick: Buffer
     tile: Buffer
     frac: Buffer
     geom: Buffer

@@ -11,6 +11,10 @@ the few rows of counties wider than a tile (island chains) take the host's per-e
 Model 1 reads one level at a lattice point; model 2's counties (a lengthscale each) read the
 two levels around their own lengthscale, weighted per row, unless (as
 :class:`~.edge_mass.EdgeMass` plans them) their lengthscales are snapped to the lattice.
+:meth:`DeviceGroupedMass.mass_error_rows` reads several lattice points for only the rows that
+can lose mass at one of them (those of a tile, of a county wider than a tile or on the per-event
+path in one of their plans: fixed while the chain runs, so kept on the device), so that a
+redraw brings back and sorts through those rows, not all.
 
 The kernel is the host's read (:meth:`~.raster.Field.read`) in float64 from the same float32
 rasters, behind the same distance screen: the masses agree with
@@ -36,6 +40,9 @@ from .region_groups import GroupedMass, TilePlan
 #: level). :class:`~.edge_mass.EdgeMass` asks for one more than its stencil's points (model 1's
 #: cubic: five; model 2's, up to five points: six), or every redraw would upload them all again.
 LEVELS_KEPT = 3
+#: Sets of rows that can lose mass (one per set of lattice points read together) kept on the
+#: device.
+PICKS_KEPT = 8
 
 
 @dataclass(frozen=True)
@@ -43,8 +50,9 @@ class _Level:
     """One plan's rasters on the device: each row's tile (int32, -1: none) and weight of the
     upper raster (float64; one zero when no tile has one), each tile's ``x0, y0, h, reach``
     (float64), ``nx, ny, offset`` (int64) and upper raster's tile (int32, -1: none), the
-    rasters' values (float32, three layers each); and on the host the plan and each row's
-    tile (int32), whose wide counties' rows change with every draw."""
+    rasters' values (float32, three layers each); and on the host the plan, each row's tile
+    (int32), whose wide counties' rows change with every draw, and whether each row can lose
+    mass at all (bool: a tile's, a wide county's or a per-event row)."""
 
     tile: Any
     frac: Any
@@ -54,6 +62,7 @@ class _Level:
     values: Any
     plan: TilePlan
     row_tile: np.ndarray
+    candidate: np.ndarray
 
 
 class DeviceGroupedMass:
@@ -83,6 +92,8 @@ class DeviceGroupedMass:
         self._levels: dict[bytes, _Level] = {}
         self._screen: tuple[Any, Any] | None = None
         self._screen_of: tuple[np.ndarray | None, np.ndarray | None] = (None, None)
+        self._picks: dict[tuple[float, ...], tuple[np.ndarray, Any]] = {}
+        self._all_rows: Any = None
 
     def mass_error(
         self, x: np.ndarray, y: np.ndarray, sigma_x: float
@@ -102,9 +113,51 @@ class DeviceGroupedMass:
         level, frac = self.grouped.levels(sigma_x)
         if self.grouped.factors is None and frac[0] > 0.0:
             return None
+        if self._all_rows is None:
+            self._all_rows = self._events.upload(np.arange(x.size, dtype=np.int32))
+        return self._read(self._level(level, frac), x, y, sigma_x, None)
+
+    def mass_error_rows(
+        self, x: np.ndarray, y: np.ndarray, points: tuple[float, ...]
+    ) -> tuple[np.ndarray, list[tuple[np.ndarray, np.ndarray]]] | None:
+        """The rows that can lose mass at one of the lattice points ``points`` and their
+        (mass, error scale) at each, as :meth:`mass_error` gives them: ``(rows, [(mass,
+        error)] per point)``, int64 row indices and float64 arrays of their size (every other
+        row keeps mass 1, error 0 at every point); None where :meth:`mass_error` is, or when
+        the points' rasters cannot all stay on the device. The rows are kept per set of
+        points (they depend on the plans, not on the locations)."""
+        levels = [self.grouped.levels(s) for s in points]
+        if len(points) >= self.kept or (
+            self.grouped.factors is None and any(f[0] > 0.0 for _, f in levels)
+        ):
+            return None
+        got = [self._level(level, frac) for level, frac in levels]
+        pick = self._picks.pop(points, None)
+        if pick is None:
+            can_lose = np.zeros(x.size, dtype=bool)
+            for g in got:
+                can_lose |= g.candidate
+            rows = np.flatnonzero(can_lose)
+            pick = (rows, self._events.upload(rows.astype(np.int32)))
+        self._picks[points] = pick  # most recently used last
+        while len(self._picks) > PICKS_KEPT:
+            self._picks.pop(next(iter(self._picks)))
+        return pick[0], [self._read(g, x, y, s, pick) for g, s in zip(got, points, strict=True)]
+
+    def _read(
+        self,
+        got: _Level,
+        x: np.ndarray,
+        y: np.ndarray,
+        sigma_x: float,
+        pick: tuple[np.ndarray, Any] | None,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(mass, error scale) at one plan of the rows ``pick`` (their indices and device
+        copy; None: all rows)."""
         ev = self._events
-        rows = x.size
-        got = self._level(level, frac)
+        rows = x.size if pick is None else pick[0].size
+        if rows == 0:
+            return np.empty(0), np.empty(0)
         tile, per_event = got.tile, got.plan.per_event
         if got.plan.wide:  # the squares the wide counties' rows are drawn in, this draw
             wide_rows, wide_tile, missing = got.plan.assign(x, y)
@@ -115,9 +168,9 @@ class DeviceGroupedMass:
         ny, nx = shot.bound.shape
         out_m, out_e = ev.output(8 * rows), ev.output(8 * rows)
         args = RasterMassArgs(
-            ev.buf_xd, ev.buf_yd, self.row0, rows, tile, got.frac, got.geom, got.shape,
-            got.upper, got.values, bound, nx, ny, shot.box[0], shot.box[2], shot.h,
-            FIELD_ERROR, out_m, out_e,
+            ev.buf_xd, ev.buf_yd, self.row0, rows, self._all_rows if pick is None else pick[1],
+            tile, got.frac, got.geom, got.shape, got.upper, got.values, bound, nx, ny,
+            shot.box[0], shot.box[2], shot.h, FIELD_ERROR, out_m, out_e,
         )  # fmt: skip
         self._kernel(ev.queue, item_range(rows), None, args)
         m, e = np.empty(rows), np.empty(rows)
@@ -125,7 +178,8 @@ class DeviceGroupedMass:
         ev.read(e, out_e)
         if per_event.size:
             with profile.stage("edge per-event rows"):
-                m[per_event], e[per_event] = self.grouped.per_event(x, y, sigma_x, per_event)
+                at = per_event if pick is None else np.searchsorted(pick[0], per_event)
+                m[at], e[at] = self.grouped.per_event(x, y, sigma_x, per_event)
         return m, e
 
     def _screen_buffer(self, x: np.ndarray, y: np.ndarray) -> tuple[Any, Any]:
@@ -188,4 +242,11 @@ class DeviceGroupedMass:
         up = self._events.upload
         values = np.concatenate(parts) if parts else np.zeros(1, np.float32)
         weights = row_frac if np.any(upper >= 0) else np.zeros(1)
-        return _Level(up(tile), up(weights), up(geom), up(shape), up(upper), up(values), plan, tile)
+        candidate = tile >= 0
+        for w in plan.wide:
+            candidate[w.rows] = True
+        candidate[plan.per_event] = True
+        return _Level(
+            up(tile), up(weights), up(geom), up(shape), up(upper), up(values), plan, tile,
+            candidate,
+        )  # fmt: skip
