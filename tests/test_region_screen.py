@@ -104,3 +104,29 @@ def test_screen_rebuilt_for_points_beyond_it(region):
     big = fresh.screen(x, x)
     assert big is not small and big.holds((-4.0, 4.0, -4.0, 4.0))
     assert fresh.screen(x[:10], x[:10]) is big
+
+
+def test_share_off_the_screen_is_exact_where_it_decides_a_rebuild(region):
+    """``kept_screen`` rebuilds when more than a tenth of the points lie off the raster; its
+    cheap count of points beyond the box's sides (an upper bound) answers only where it is at
+    most a tenth, so the decision is the exact share's (``covers``, cell by cell) for shares
+    on both sides of a tenth and for points on the raster's very edges."""
+    from hawkes_cli.engine.region_screen import _off_share
+
+    screen = DistanceScreen.build(region.start, region.end, (-2.0, 2.0, -2.0, 2.0))
+    nx = screen.bound.shape[1]
+    far_x = screen.box[0] + nx * screen.h  # the first x off the raster's last column
+    rng = np.random.default_rng(3)
+    for off in (0.0, 0.05, 0.085, 0.101, 0.3):  # 0.085: the bound above a tenth, the share not
+        n = 2000
+        x, y = rng.uniform(-1.9, 1.9, n), rng.uniform(-1.9, 1.9, n)
+        k = int(off * n)
+        x[:k] = rng.uniform(far_x, far_x + 1.0, k)  # off the raster
+        x[k : k + 20] = screen.box[0]  # on its first column's edge: on
+        y[k + 20 : k + 40] = np.nextafter(screen.box[2], -np.inf)  # just below: off
+        exact = float(np.mean(~screen.covers(x, y)))
+        got = _off_share(screen, x, y)
+        assert (got > 0.1) == (exact > 0.1), (off, got, exact)
+        assert got >= exact
+        if got > 0.1:
+            assert got == exact

@@ -31,6 +31,7 @@ import hashlib
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 
 import numpy as np
 
@@ -122,11 +123,22 @@ class EventGroups:
         k = np.arange(tri.size) - np.repeat(np.cumsum(count) - count, count)
         return np.unique(square_key(a0[tri] + k // ny[tri], b0[tri] + k % ny[tri]))
 
+    @cached_property
+    def row_boxes(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """``x0, x1, y0, y1`` of each event's group's box, four (N,) float64 arrays (made once:
+        :meth:`inside` runs at every location draw, and four gathers of (N,) took 5 ms of its
+        8 at 1M)."""
+        x0, x1, y0, y1 = (np.take(c, self.group) for c in np.ascontiguousarray(self.boxes.T))
+        return x0, x1, y0, y1
+
     def inside(self, x: np.ndarray, y: np.ndarray) -> np.ndarray:
         """Whether each event lies in its group's box, (N,) bool."""
-        # a column at a time: a gather of (N, 4) rows took 18 ms at 1M, four of (N,) 5 ms
-        x0, x1, y0, y1 = (np.take(c, self.group) for c in np.ascontiguousarray(self.boxes.T))
-        return (x0 <= x) & (x <= x1) & (y0 <= y) & (y <= y1)
+        x0, x1, y0, y1 = self.row_boxes
+        inside = x0 <= x
+        inside &= x <= x1
+        inside &= y0 <= y
+        inside &= y <= y1
+        return inside
 
     def rows(self, groups: np.ndarray) -> np.ndarray:
         """The events of ``groups``, int64."""
