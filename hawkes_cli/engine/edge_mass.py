@@ -192,28 +192,37 @@ class EdgeMass:
         return sigma_x if self._snapped is None else sigma_x * self._snapped
 
     def stencil(
-        self, sigma_x: float, rows: np.ndarray | None = None
+        self, sigma_x: float
     ) -> tuple[tuple[float, ...], tuple[float, ...] | tuple[np.ndarray, ...]]:
         """The lattice points and weights of the masses at ``sigma_x``: model 1's
         :func:`mass_stencil`; model 2's the cubic around each row's own lengthscale, whose
         lattice position is ``sigma_x``'s plus the row's offset (up to a step more), so the
         points are up to five (the four around ``sigma_x`` and the next; they depend on
-        ``sigma_x`` alone) and the weights one array per point over the rows (all, or those of
-        ``rows``), each row's four of them its own cubic's and the others 0."""
+        ``sigma_x`` alone) and the weights one array per point over the rows, each row's four
+        of them its own cubic's and the others 0. (:meth:`mass` reads the same points through
+        each row's cubic kept as a polynomial, :class:`_LostCubics`.)"""
         if self._offset is None:
             return mass_stencil(sigma_x)
-        k, t = _position(sigma_x)
-        first = 0 if t + self._offset_range[0] < 1.0 else 1  # node k - 1 + first
-        last = 5 if t + self._offset_range[1] >= 1.0 else 4
-        u = t + (self._offset if rows is None else self._offset[rows])
+        points, first, t = self._points(sigma_x)
+        u = t + self._offset
         up = u >= 1.0  # the row's lengthscale lies in the next step: its nodes one point up
         w = np.zeros((5, u.size))
         low, high = _lagrange(u[~up]), _lagrange(u[up] - 1.0)
         for j in range(4):
             w[j, ~up] = low[j]
             w[j + 1, up] = high[j]
-        points = tuple(2.0 ** ((k - 1 + j) / MASS_STEPS) for j in range(first, last))
-        return points, tuple(w[first:last])
+        return points, tuple(w[first : first + len(points)])
+
+    def _points(self, sigma_x: float) -> tuple[tuple[float, ...], int, float]:
+        """``(points, first, t)``: the stencil's lattice points at ``sigma_x``
+        (:meth:`stencil`'s), model 2's first one node ``k - 1 + first`` (1: every row's
+        lengthscale lies a step up; model 1: 0), and ``t`` of :func:`mass_lattice`."""
+        k, t = _position(sigma_x)
+        if self._offset is None:
+            return mass_stencil(sigma_x)[0], 0, t
+        first = 0 if t + self._offset_range[0] < 1.0 else 1
+        last = 5 if t + self._offset_range[1] >= 1.0 else 4
+        return tuple(2.0 ** ((k - 1 + j) / MASS_STEPS) for j in range(first, last)), first, t
 
     def mass(self, sigma_x: float) -> tuple[np.ndarray, np.ndarray]:
         """(mass inside the region, its error scale) of the rows, float64 shapes (rows,):
@@ -244,7 +253,7 @@ class EdgeMass:
     def _losing_mass(self, sigma_x: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(rows, mass, error scale)`` of the rows that lose mass at some point of the
         stencil at ``sigma_x``."""
-        points, _ = self.stencil(sigma_x, np.empty(0, np.int64))
+        points, first, t = self._points(sigma_x)
         key = tuple(round(MASS_STEPS * math.log2(s)) for s in points)
         got = self._losing.pop(key, None)
         if got is None:
@@ -254,11 +263,9 @@ class EdgeMass:
         self._losing[key] = got  # most recently used last
         while len(self._losing) > MASS_POINTS_KEPT:
             del self._losing[next(iter(self._losing))]
-        k, t = _position(sigma_x)
-        # model 2: the rows' positions above the stencil's first node less one (u of
-        # :meth:`stencil`, one less where the stencil starts a node up)
-        shift = t if key[0] == k - 1 else t - 1.0
-        return got.rows, got.mass(shift), got.error
+        # each row's position above the stencil's first point less one (model 2: plus its
+        # offset, in the cubics)
+        return got.rows, got.mass(t - first), got.error
 
     def _device_cubics(self, points: tuple[float, ...]) -> _LostCubics | None:
         """The cubics from the device's reads of only the rows that can lose mass

@@ -109,14 +109,8 @@ class DistanceScreen:
         )  # fmt: skip
 
     def covers(self, x: np.ndarray, y: np.ndarray) -> np.ndarray:
-        """Whether each point lies on the raster, (N,) bool (``_cell``'s, without the cells)."""
-        ny, nx = self.bound.shape
-        i = np.floor((np.asarray(x, np.float64) - self.box[0]) / self.h)
-        inside = (i >= 0) & (i < nx)
-        j = np.floor((np.asarray(y, np.float64) - self.box[2]) / self.h)
-        inside &= j >= 0
-        inside &= j < ny
-        return inside
+        """Whether each point lies on the raster, (N,) bool."""
+        return self._cell(x, y)[1]
 
     def far(self, x: np.ndarray, y: np.ndarray, reach: np.ndarray | float) -> np.ndarray:
         """Whether each point lies at least ``reach`` (coordinate units) from the boundary,
