@@ -652,7 +652,8 @@ static double raster_read(__global const double *geom, __global const long *shap
  * err = field_error where the mass is below 1. A row the screen (bound: bny x bnx cells of
  * side bh from (bx0, by0), a lower bound on the distance to the boundary) puts at least its
  * tile's reach from the boundary keeps mass 1, err 0. Work-item i computes row n = pick[i]
- * (i < rows) and writes mass[i], err[i]: all rows in order, or only those that can lose mass.
+ * (i < rows) and writes mass[out0 + i], err[out0 + i]: all rows in order, or only those that
+ * can lose mass (out0: where this lattice point's block starts when several share a buffer).
  */
 __kernel void raster_mass(__global const double *x, __global const double *y, const int row0,
                           const int rows, __global const int *pick, __global const int *tile,
@@ -660,14 +661,16 @@ __kernel void raster_mass(__global const double *x, __global const double *y, co
                           __global const long *shape, __global const int *upper,
                           __global const float *raster, __global const float *bound,
                           const int bnx, const int bny, const double bx0, const double by0,
-                          const double bh, const double field_error, __global double *mass,
-                          __global double *err)
+                          const double bh, const double field_error, const int out0,
+                          __global double *mass, __global double *err)
 {
     const int i = get_global_id(0);
     if (i >= rows) {
         return;
     }
     const int n = pick[i];
+    mass += out0;
+    err += out0;
     mass[i] = 1.0;
     err[i] = 0.0;
     const int k = tile[n];
@@ -691,6 +694,95 @@ __kernel void raster_mass(__global const double *x, __global const double *y, co
     val = min(max(val, 0.0), 1.0);
     mass[i] = val;
     err[i] = val < 1.0 ? field_error : 0.0;
+}
+
+/* The rows the host computes itself (engine/region_groups_device.py: per-event rows, and rows
+ * of counties wider than a tile that no square took this draw) out of the device's masses of
+ * `npoints` lattice points, each a block of `rows` in mass and err (raster_mass's out0 = j rows):
+ * work-item r < count copies row idx[r] of every block into out_m[j count + r], out_e[...] and
+ * sets its mass to 1 there (so that edge_lost counts it nowhere: the host adds it).
+ */
+__kernel void take_rows(__global double *mass, __global const double *err, const int rows,
+                        const int npoints, __global const int *idx, const int count,
+                        __global double *out_m, __global double *out_e)
+{
+    const int r = get_global_id(0);
+    if (r >= count) {
+        return;
+    }
+    const long n = idx[r];
+    for (int j = 0; j < npoints; j++) {
+        const long at = (long)j * rows + n;
+        out_m[(long)j * count + r] = mass[at];
+        out_e[(long)j * count + r] = err[at];
+        mass[at] = 1.0;
+    }
+}
+
+/* What the rows that can lose trigger mass lose, in the compensator (engine/compensator.py,
+ * engine/edge_mass.py's _LostCubics on the host): row i < rows (event row pick[i] of this
+ * rank) has its masses at `npoints` lattice points in mass[j rows + i] (raster_mass, err there
+ * field_error exactly where the mass is below 1); its lost mass 1 - M at position u = shift +
+ * offset[pick[i]] (has_offset: model 2's own lengthscale's place above its snap, in lattice
+ * steps; else 0) is the cubic through the lost masses 1 - mass of nodes -1, 0, 1, 2 at the
+ * points j0 .. j0 + 3, j0 = 1 where five points and u >= 1 (then at u - 1), else 0, by
+ * Lagrange weights; M = clamp(1 - cubic, 0, 1). One point: 1 - mass as it is. Its error scale
+ * is field_error + interpolation_error where some point's mass is below 1 (one point: only
+ * field_error), else 0. With s = -expm1(tail[pick[i]] / sigma_t) (tail: the row's time less
+ * the window's end), lane g of `lanes` takes rows g, g + lanes, ... and writes
+ *     out[g]         = sum s (1 - M),
+ *     out[lanes + g] = sum s e,
+ * the host adding the lanes (as row_sums: no local memory, no barrier).
+ */
+__kernel void edge_lost(const int rows, const int lanes, const int npoints,
+                        __global const int *pick, __global const double *mass,
+                        __global const double *offset, const int has_offset, const double shift,
+                        __global const double *tail, const double sigma_t,
+                        const double field_error, const double interpolation_error,
+                        __global double *out)
+{
+    const int g = get_global_id(0);
+    if (g >= lanes) {
+        return;
+    }
+    double s_lost = 0.0, s_err = 0.0;
+    for (int i = g; i < rows; i += lanes) {
+        const int n = pick[i];
+        double lo = 1.0;
+        for (int j = 0; j < npoints; j++) {
+            lo = min(lo, mass[(long)j * rows + i]);
+        }
+        if (lo >= 1.0) {
+            continue;
+        }
+        const double share = -expm1(tail[n] / sigma_t);
+        double lost;
+        if (npoints == 1) {
+            lost = 1.0 - mass[i];
+            s_err += share * field_error;
+        } else {
+            double u = shift + (has_offset ? offset[n] : 0.0);
+            int j0 = 0;
+            if (npoints == 5 && u >= 1.0) {
+                j0 = 1;
+                u -= 1.0;
+            }
+            const double w0 = -u * (u - 1.0) * (u - 2.0) / 6.0;
+            const double w1 = (u + 1.0) * (u - 1.0) * (u - 2.0) / 2.0;
+            const double w2 = -(u + 1.0) * u * (u - 2.0) / 2.0;
+            const double w3 = (u + 1.0) * u * (u - 1.0) / 6.0;
+            __global const double *m = mass + (long)j0 * rows + i;
+            double c = w0 * (1.0 - m[0]);
+            c += w1 * (1.0 - m[rows]);
+            c += w2 * (1.0 - m[2L * rows]);
+            c += w3 * (1.0 - m[3L * rows]);
+            lost = 1.0 - min(max(1.0 - c, 0.0), 1.0);
+            s_err += share * (field_error + interpolation_error);
+        }
+        s_lost += share * lost;
+    }
+    out[g] = s_lost;
+    out[lanes + g] = s_err;
 }
 
 /* Which levels have a source within reach of each row block, one bit per level: the host's

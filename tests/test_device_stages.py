@@ -294,6 +294,81 @@ def test_model2_grouped_masses_read_on_the_device_are_the_hosts(counties):
 
 
 @pytest.mark.parametrize("model", [1, 2])
+def test_compensator_edge_sums_on_the_device_are_the_hosts(counties, model):
+    """The compensator's edge sums ``sum s_n (1 - M_n)`` and ``sum s_n e_n`` (``s_n = 1 -
+    exp(-(T - t_n) / sigma_t)``) summed on the device from masses left there
+    (``edge_lost``) equal the same sums by hand from the host's own masses (``mass``), to
+    float64 rounding: on and off lattice points (model 1: one point and four; model 2: four
+    and five), across a lattice point and back, at two sigma_t, after a redraw, with the rows
+    the host computes among them (model 1: a wide county's row in none of its squares); and
+    with rows out of their counties' boxes (then the host's path)."""
+    from hawkes_cli.engine.device import Device, DeviceEvents
+    from hawkes_cli.engine.edge_mass import EdgeMass, mass_lattice
+    from hawkes_cli.engine.region import BoundaryRegion
+    from hawkes_cli.engine.region_groups import EventGroups
+
+    polys, codes = counties
+    codes = codes[:20_000]
+    region = BoundaryRegion.from_triangles(polys.triangles)
+    groups = EventGroups.of_polygons(polys.triangles, polys.tri_owner, codes)
+    density, sigma_x = None, 0.0475
+    if model == 2:
+        county_d = np.exp(
+            np.random.default_rng(4).uniform(np.log(5.0), np.log(500.0), len(groups.boxes))
+        )
+        density, sigma_x = county_d[groups.group], 0.5075
+    x, y = polys.sample(codes, np.random.default_rng(2))
+    t = np.sort(np.random.default_rng(1).uniform(0.0, 100.0, codes.size))
+    tail = t - 100.0
+    events = DeviceEvents(Device.select(None), t, x, y, density, precision="float32")
+    kw = {"rows": (0, codes.size), "density": density, "groups": groups}
+    dev = EdgeMass(region, x, y, events=events, **kw)
+    host = EdgeMass(region, x, y, **kw)
+    lo, hi, _ = mass_lattice(sigma_x)
+    steps = (sigma_x, sigma_x * 1.002, hi, hi * 1.01, sigma_x, lo)
+    wide = dev._grouped.plan(dev._grouped.levels(lo)[0]).wide[0]
+    for draw in range(3):
+        if draw:
+            x, y = polys.sample(codes, np.random.default_rng(10 + draw))
+            if draw == 1 and model == 1:  # a wide county's row in its box, in no square
+                row, x[row], y[row] = _in_no_square(groups, wide)
+            if draw == 2:
+                x[:3] = [-124.9, -80.0, -100.0]  # outside their counties' boxes
+            events.set_locations(x, y)
+            dev.set_locations(x, y)
+            host.set_locations(x, y)
+        computed = 0  # rows the host computed, over the stencils
+        for s in steps:
+            for sigma_t in (3.0, 40.0):
+                m, e = host.mass(s)
+                share = -np.expm1(tail / sigma_t)
+                want = (float(np.dot(share, 1.0 - m)), float(np.dot(share, e)))
+                assert want[0] > 1.0 and want[1] > 0.0
+                for edge in (dev, host):
+                    got = edge.lost_sums(s, sigma_t, tail)
+                    np.testing.assert_allclose(got, want, rtol=1e-12, atol=0)
+            computed += sum(g.host_rows.size for g, _ in dev._on_device.values())
+        assert bool(dev._on_device) == (draw < 2)  # device sums (not the host's) until then
+        if draw == 1 and model == 1:  # (model 2's squares cover its wide counties' boxes)
+            assert computed > 0  # the row in no square came from the host
+
+
+def _in_no_square(groups, wide):
+    """``(row, x, y)``: one of the wide rows and a point in its county's box in none of the
+    squares of the wide counties (:class:`~hawkes_cli.engine.region_groups.WideRows`)."""
+    from hawkes_cli.engine.region_groups import square_key
+
+    for row in wide.rows[np.unique(groups.group[wide.rows], return_index=True)[1]]:
+        x0, x1, y0, y1 = groups.boxes[groups.group[row]]
+        gx, gy = np.meshgrid(np.linspace(x0, x1, 41)[1:-1], np.linspace(y0, y1, 41)[1:-1])
+        key = square_key(np.floor(gx.ravel() / wide.side), np.floor(gy.ravel() / wide.side))
+        free = np.flatnonzero(~np.isin(key, wide.keys))
+        if free.size:
+            return row, gx.ravel()[free[0]], gy.ravel()[free[0]]
+    raise AssertionError("every wide county's box is covered by squares")
+
+
+@pytest.mark.parametrize("model", [1, 2])
 def test_a_redraw_uploads_no_raster_again(counties, model, monkeypatch):
     """A chain's edge masses on the device: the first location draw uploads the rasters of the
     stencil's lattice points (model 1's cubic: four; model 2's cubics around each county's

@@ -5,8 +5,9 @@ The compensator is ``mu0 * sum_n h(t_n) + xi0 * sum_n (1 - exp(-(T - t_n)/sigma_
 else 1). Both sums depend on the time alone, so they run once per distinct time, and with many
 distinct times (continuous times) from per-bin moments within 1e-10 nats
 (:mod:`~.time_moments`). With ``censored`` the trigger's sum is the whole mass less what the
-rows that lose some lose (:meth:`~.edge_mass.EdgeMass.deficit`: a quarter of the rows at 1M),
-so a move of ``sigma_x`` or ``sigma_t`` costs a pass over those rows, not over all N.
+rows that lose some lose (:meth:`~.edge_mass.EdgeMass.lost_sums`: a quarter of the rows at 1M,
+summed on the device where the masses are read there), so a move of ``sigma_x`` or ``sigma_t``
+costs a pass over those rows, not over all N.
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ class Compensator:
         self._background: OrderedDict[float, float] = OrderedDict()
         self._whole: OrderedDict[float, float] = OrderedDict()
         self._trigger: OrderedDict[tuple[float, float], tuple[float, float]] = OrderedDict()
-        self._losing: tuple[np.ndarray | None, np.ndarray] = (None, np.empty(0))
+        self._tail = None if edge is None else tu[row_time] - window_end
 
     def set_locations(self) -> None:
         """The locations changed: the trigger's sums with edge masses are dropped."""
@@ -95,11 +96,8 @@ class Compensator:
                 hit = (whole, 0.0)
             else:  # censored: less what the rows that lose some lose
                 with profile.stage("edge mass"):
-                    rows, lost, error = self.edge.deficit(sigma_x)
-                    if self._losing[0] is not rows:  # their times (the same rows: kept)
-                        self._losing = (rows, self._tu[self._row_time[rows]] - self.window_end)
-                    share = -np.expm1(self._losing[1] / sigma_t)
-                    hit = (whole - float(np.dot(share, lost)), float(np.dot(share, error)))
+                    lost, error = self.edge.lost_sums(sigma_x, sigma_t, self._tail)
+                hit = (whole - lost, error)
             _remember(self._trigger, key, hit)
         return hit
 

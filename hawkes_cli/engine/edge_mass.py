@@ -12,9 +12,10 @@ import math
 import numpy as np
 
 from .device import DeviceEvents
+from .edge_lost_device import DeviceEdgeLost
 from .region import LATTICE_STEPS, BoundaryRegion, RectangleRegion, Region
 from .region_groups import EventGroups, GroupedMass
-from .region_groups_device import DeviceGroupedMass
+from .region_groups_device import DeviceGroupedMass, DeviceMasses
 
 #: :class:`EdgeMass` computes masses at ``sigma_x`` on a lattice of ``2^(1/MASS_STEPS)`` steps
 #: (cached per lattice point until the locations change) and interpolates between the four
@@ -40,6 +41,9 @@ MASS_INTERPOLATION_ERROR = (math.log(2.0) / MASS_STEPS) ** 4 * (9.0 / 16.0) / 24
 #: Lattice points of masses kept by :class:`EdgeMass` (a small-N chain's sigma_x wanders over a
 #: few).
 MASS_POINTS_KEPT = 8
+#: Stencils whose masses stay on the device per location draw (:meth:`EdgeMass.lost_sums`;
+#: model 2's five points at 1M: 40 MB each): the chain's and one a step away.
+DEVICE_STENCILS_KEPT = 2
 
 
 def _position(sigma_x: float) -> tuple[int, float]:
@@ -143,8 +147,17 @@ class EdgeMass:
             if self._grouped is None or events is None
             else DeviceGroupedMass(events, self._grouped, r0, kept=kept)
         )
+        self._device_lost = (
+            None
+            if self._device is None or events is None
+            else DeviceEdgeLost(events, self._offset, MASS_INTERPOLATION_ERROR)
+        )
         self._cache: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self._losing: dict[tuple[int, ...], _LostCubics] = {}
+        self._on_device: dict[tuple[int, ...], tuple[DeviceMasses, _LostCubics]] = {}
+        self._tail: tuple[np.ndarray | None, np.ndarray | None, np.ndarray] = (
+            None, None, np.empty(0),
+        )  # fmt: skip
         self.set_locations(x, y)
 
     @staticmethod
@@ -176,6 +189,7 @@ class EdgeMass:
         self._y = np.asarray(y, dtype=np.float64)[r0:r1]
         self._cache.clear()
         self._losing.clear()
+        self._on_device.clear()
         self._outside = (
             None
             if self._grouped is None
@@ -249,6 +263,58 @@ class EdgeMass:
         """
         rows, kept, err = self._losing_mass(sigma_x)
         return rows, 1.0 - kept, err
+
+    def lost_sums(self, sigma_x: float, sigma_t: float, tail: np.ndarray) -> tuple[float, float]:
+        """What the rows lose outside the region in the compensator, ``sum_n s_n (1 - M_n)``,
+        and its error scale's sum, ``sum_n s_n e_n``, with ``s_n = 1 - exp(tail_n /
+        sigma_t)`` and each row's mass and error scale those of :meth:`mass`.
+
+        Parameters
+        ----------
+        sigma_x, sigma_t
+            The trigger's lengthscale (coordinate units) and time scale (time units).
+        tail : (rows,) float64
+            Each row's time less the window's end (time units, <= 0); pass the same array
+            on every call (its losing rows' part is kept by identity).
+
+        Where the masses are read on the device (:meth:`.DeviceGroupedMass.masses_on_device`:
+        per-county plans, every row inside its county's box) they stay there and the sums
+        are the kernel's (:class:`~.edge_lost_device.DeviceEdgeLost`), the host adding its own
+        few rows; else from :meth:`deficit` on the host. Both agree to float64 rounding.
+        """
+        on = self._masses_on_device(sigma_x)
+        if on is None:
+            rows, kept, err = self._losing_mass(sigma_x)
+            lost_sum = err_sum = 0.0
+        else:
+            got, host, shift = on
+            assert self._device_lost is not None
+            lost_sum, err_sum = self._device_lost.sums(got, shift, sigma_t, tail)
+            rows, kept, err = host.rows, host.mass(shift), host.error
+        if self._tail[0] is not tail or self._tail[1] is not rows:
+            self._tail = (tail, rows, np.asarray(tail, np.float64)[rows])
+        share = -np.expm1(self._tail[2] / sigma_t)
+        return lost_sum + float(np.dot(share, 1.0 - kept)), err_sum + float(np.dot(share, err))
+
+    def _masses_on_device(self, sigma_x: float) -> tuple[DeviceMasses, _LostCubics, float] | None:
+        """The masses at the stencil's points at ``sigma_x`` left on the device, the host's
+        rows' cubics and the rows' shift (:meth:`_LostCubics.mass`); None without a device,
+        when some rows lie outside their county's box, or where the device cannot keep the
+        points' rasters."""
+        if self._device is None or self._outside is None or self._outside.size:
+            return None
+        points, first, t = self._points(sigma_x)
+        key = tuple(round(MASS_STEPS * math.log2(s)) for s in points)
+        hit = self._on_device.pop(key, None)
+        if hit is None:
+            got = self._device.masses_on_device(self._x, self._y, points)
+            if got is None:
+                return None
+            hit = (got, _LostCubics.of(got.host_at, self._offset, got.host_rows))
+        self._on_device[key] = hit  # most recently used last
+        while len(self._on_device) > DEVICE_STENCILS_KEPT:
+            del self._on_device[next(iter(self._on_device))]
+        return hit[0], hit[1], t - first
 
     def _losing_mass(self, sigma_x: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(rows, mass, error scale)`` of the rows that lose mass at some point of the

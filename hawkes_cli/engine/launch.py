@@ -222,8 +222,44 @@ class RasterMassArgs(KernelArgs):
     by0: float
     bh: float
     field_error: float
+    out0: int
     mass: Buffer
     err: Buffer
+
+
+@dataclass(frozen=True)
+class TakeRowsArgs(KernelArgs):
+    """``take_rows``: the host's rows out of the device's masses at several lattice points
+    (:mod:`hawkes_cli.engine.edge_lost_device`), their masses there then set to 1."""
+
+    mass: Buffer
+    err: Buffer
+    rows: int
+    npoints: int
+    idx: Buffer
+    count: int
+    out_m: Buffer
+    out_e: Buffer
+
+
+@dataclass(frozen=True)
+class EdgeLostArgs(KernelArgs):
+    """``edge_lost``: the compensator's sums of the trigger mass the rows lose outside the
+    region and of its error scale, per lane (:mod:`hawkes_cli.engine.edge_lost_device`)."""
+
+    rows: int
+    lanes: int
+    npoints: int
+    pick: Buffer
+    mass: Buffer
+    offset: Buffer
+    has_offset: int
+    shift: float
+    tail: Buffer
+    sigma_t: float
+    field_error: float
+    interpolation_error: float
+    out: Buffer
 
 
 @dataclass(frozen=True)
@@ -445,6 +481,8 @@ KERNEL_ARGS: dict[str, type[KernelArgs]] = {
     "draw_points": DrawPointsArgs,
     "index_sources": IndexSourcesArgs,
     "raster_mass": RasterMassArgs,
+    "take_rows": TakeRowsArgs,
+    "edge_lost": EdgeLostArgs,
     "block_levels": BlockLevelsArgs,
     "presence_count": PresenceCountArgs,
     "presence_scan": PresenceScanArgs,

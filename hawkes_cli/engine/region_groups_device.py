@@ -31,7 +31,7 @@ import numpy as np
 
 from . import profile
 from .device import DeviceEvents, item_range
-from .launch import RasterMassArgs, kernel
+from .launch import RasterMassArgs, TakeRowsArgs, kernel
 from .region import FIELD_ERROR
 from .region_groups import GroupedMass, TilePlan
 
@@ -65,6 +65,36 @@ class _Level:
     candidate: np.ndarray
 
 
+@dataclass(frozen=True)
+class DeviceMasses:
+    """The masses at several lattice points of the rows that can lose mass at one of them,
+    left on the device (:meth:`DeviceGroupedMass.masses_on_device`).
+
+    Attributes
+    ----------
+    rows : (k,) int64
+        The rows (indices from the planner's first row), on the host.
+    pick
+        The same rows on the device (int32).
+    mass
+        Their masses, float64, one block of ``k`` per point (``points`` blocks); 1 for the
+        rows of ``host_rows`` (field error exactly where the mass is below 1).
+    points
+        The lattice points (1 to 5).
+    host_rows : (h,) int64
+        The rows the host computed at some point: their masses count in ``host_at`` only.
+    host_at : list of ((h,) float64, (h,) float64)
+        Their (mass, error scale) at each point.
+    """
+
+    rows: np.ndarray
+    pick: Any
+    mass: Any
+    points: int
+    host_rows: np.ndarray
+    host_at: list[tuple[np.ndarray, np.ndarray]]
+
+
 class DeviceGroupedMass:
     """The masses of :class:`~.region_groups.GroupedMass` at lattice points, on the device.
 
@@ -89,6 +119,7 @@ class DeviceGroupedMass:
         self.grouped = grouped
         self.row0 = row0
         self._kernel = kernel(events.program(), "raster_mass")
+        self._take = kernel(events.program(), "take_rows")
         self._levels: dict[bytes, _Level] = {}
         self._screen: tuple[Any, Any] | None = None
         self._screen_of: tuple[np.ndarray | None, np.ndarray | None] = (None, None)
@@ -126,6 +157,54 @@ class DeviceGroupedMass:
         row keeps mass 1, error 0 at every point); None where :meth:`mass_error` is, or when
         the points' rasters cannot all stay on the device. The rows are kept per set of
         points (they depend on the plans, not on the locations)."""
+        picked = self._picked(x, points)
+        if picked is None:
+            return None
+        got, pick = picked
+        return pick[0], [self._read(g, x, y, s, pick) for g, s in zip(got, points, strict=True)]
+
+    def masses_on_device(
+        self, x: np.ndarray, y: np.ndarray, points: tuple[float, ...]
+    ) -> DeviceMasses | None:
+        """The masses of :meth:`mass_error_rows` left on the device, but for the rows the host
+        computes (per-event rows, and rows of counties wider than a tile that no square took
+        this draw): those come back with their masses and errors at every point (the device's
+        where it read them, the host's elsewhere), and their device masses are set to 1. None
+        where :meth:`mass_error_rows` is."""
+        picked = self._picked(x, points)
+        if picked is None:
+            return None
+        got, (rows, pick) = picked
+        ev, k, count = self._events, rows.size, len(points)
+        mass, err = ev.output(8 * count * k, read=True), ev.output(8 * count * k, read=True)
+        host = [
+            self._launch(g, x, y, (rows, pick), mass, err, j * k) if k else np.empty(0, int)
+            for j, g in enumerate(got)
+        ]
+        at = [np.searchsorted(rows, h) for h in host]
+        mine = np.unique(np.concatenate(at)) if k else np.empty(0, np.int64)
+        m, e = np.ones((count, mine.size)), np.zeros((count, mine.size))
+        if mine.size:
+            out_m, out_e = ev.output(m.nbytes), ev.output(e.nbytes)
+            args = TakeRowsArgs(
+                mass, err, k, count, ev.upload(mine.astype(np.int32)), mine.size, out_m, out_e
+            )
+            self._take(ev.queue, item_range(mine.size), None, args)
+            ev.read(m, out_m)
+            ev.read(e, out_e)
+            with profile.stage("edge per-event rows"):
+                for j, s in enumerate(points):
+                    if host[j].size:
+                        put = np.searchsorted(mine, at[j])
+                        m[j, put], e[j, put] = self.grouped.per_event(x, y, s, host[j])
+        return DeviceMasses(rows, pick, mass, count, rows[mine], list(zip(m, e, strict=True)))
+
+    def _picked(
+        self, x: np.ndarray, points: tuple[float, ...]
+    ) -> tuple[list[_Level], tuple[np.ndarray, Any]] | None:
+        """The plans of the lattice points ``points`` on the device and the rows that can lose
+        mass at one of them (host indices and device copy, kept per set of points); None where
+        :meth:`mass_error_rows` is."""
         levels = [self.grouped.levels(s) for s in points]
         if len(points) >= self.kept or (
             self.grouped.factors is None and any(f[0] > 0.0 for _, f in levels)
@@ -142,7 +221,7 @@ class DeviceGroupedMass:
         self._picks[points] = pick  # most recently used last
         while len(self._picks) > PICKS_KEPT:
             self._picks.pop(next(iter(self._picks)))
-        return pick[0], [self._read(g, x, y, s, pick) for g, s in zip(got, points, strict=True)]
+        return got, pick
 
     def _read(
         self,
@@ -158,21 +237,8 @@ class DeviceGroupedMass:
         rows = x.size if pick is None else pick[0].size
         if rows == 0:
             return np.empty(0), np.empty(0)
-        tile, per_event = got.tile, got.plan.per_event
-        if got.plan.wide:  # the squares the wide counties' rows are drawn in, this draw
-            wide_rows, wide_tile, missing = got.plan.assign(x, y)
-            row_tile = got.row_tile.copy()
-            row_tile[wide_rows] = wide_tile
-            tile, per_event = ev.upload(row_tile), np.concatenate([per_event, missing])
-        bound, shot = self._screen_buffer(x, y)
-        ny, nx = shot.bound.shape
         out_m, out_e = ev.output(8 * rows), ev.output(8 * rows)
-        args = RasterMassArgs(
-            ev.buf_xd, ev.buf_yd, self.row0, rows, self._all_rows if pick is None else pick[1],
-            tile, got.frac, got.geom, got.shape, got.upper, got.values, bound, nx, ny,
-            shot.box[0], shot.box[2], shot.h, FIELD_ERROR, out_m, out_e,
-        )  # fmt: skip
-        self._kernel(ev.queue, item_range(rows), None, args)
+        per_event = self._launch(got, x, y, pick, out_m, out_e, 0)
         m, e = np.empty(rows), np.empty(rows)
         ev.read(m, out_m)
         ev.read(e, out_e)
@@ -181,6 +247,38 @@ class DeviceGroupedMass:
                 at = per_event if pick is None else np.searchsorted(pick[0], per_event)
                 m[at], e[at] = self.grouped.per_event(x, y, sigma_x, per_event)
         return m, e
+
+    def _launch(
+        self,
+        got: _Level,
+        x: np.ndarray,
+        y: np.ndarray,
+        pick: tuple[np.ndarray, Any] | None,
+        out_m: Any,
+        out_e: Any,
+        out0: int,
+    ) -> np.ndarray:
+        """Start ``raster_mass`` at one plan over the rows ``pick`` (None: all), writing from
+        ``out0`` of ``out_m`` and ``out_e``; returns the rows the host computes at this plan
+        this draw (int64 row indices: the per-event rows and the wide counties' rows no square
+        took), which the kernel gives mass 1 and error 0."""
+        ev = self._events
+        rows = x.size if pick is None else pick[0].size
+        tile, per_event = got.tile, got.plan.per_event
+        if got.plan.wide:  # the squares the wide counties' rows are drawn in, this draw
+            wide_rows, wide_tile, missing = got.plan.assign(x, y)
+            row_tile = got.row_tile.copy()
+            row_tile[wide_rows] = wide_tile
+            tile, per_event = ev.upload(row_tile), np.concatenate([per_event, missing])
+        bound, shot = self._screen_buffer(x, y)
+        ny, nx = shot.bound.shape
+        args = RasterMassArgs(
+            ev.buf_xd, ev.buf_yd, self.row0, rows, self._all_rows if pick is None else pick[1],
+            tile, got.frac, got.geom, got.shape, got.upper, got.values, bound, nx, ny,
+            shot.box[0], shot.box[2], shot.h, FIELD_ERROR, out0, out_m, out_e,
+        )  # fmt: skip
+        self._kernel(ev.queue, item_range(rows), None, args)
+        return per_event
 
     def _screen_buffer(self, x: np.ndarray, y: np.ndarray) -> tuple[Any, Any]:
         """The region's distance screen for these rows, its raster uploaded once per screen;
