@@ -179,9 +179,11 @@ def run_one(events: Path, area: float | None, sampler: str, work: Path, args) ->
     config = write_config(events, area, sampler, run_dir, args)
     rd = RunDir(run_dir)
     cap = cap_of(args, events.stem, sampler)
-    cmd = [sys.executable, "-m", "hawkes_cli", "run", "local", str(config)]
+    cmd = [sys.executable, "-m", "hawkes_cli", "run", "local", str(Path(config).resolve())]
     t0 = time.monotonic()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(  # from this checkout (``-m`` reads the working directory first)
+        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=HERE.parent
+    )
     first: dict | None = None
     stats = None
     while True:
@@ -277,7 +279,7 @@ def main() -> None:
     rows = []
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory() as tmp:
-        work = args.work or Path(tmp)
+        work = (args.work or Path(tmp)).resolve()
         work.mkdir(parents=True, exist_ok=True)
         for name in args.sets:
             events, area = make_set(name, work)

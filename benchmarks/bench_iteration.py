@@ -141,12 +141,14 @@ def chain_cutoff(config: Path) -> dict | None:
 
 def run_chain(config: Path, profile_file: Path, timeout: float) -> dict:
     profile_file.unlink(missing_ok=True)
-    env = {**os.environ, "HAWKES_PROFILE": str(profile_file)}
+    env = {**os.environ, "HAWKES_PROFILE": str(profile_file.resolve())}
     t0 = time.perf_counter()
+    # run from this checkout: ``-m`` puts the working directory first on the path, so a bench
+    # started elsewhere (another worktree) would measure that directory's code
     proc = subprocess.run(
-        [sys.executable, "-m", "hawkes_cli", "run", "-v", "chain", str(config), "--chain", "0",
-         "--overwrite"],
-        env=env, capture_output=True, text=True, timeout=timeout,
+        [sys.executable, "-m", "hawkes_cli", "run", "-v", "chain", str(config.resolve()),
+         "--chain", "0", "--overwrite"],
+        env=env, capture_output=True, text=True, timeout=timeout, cwd=HERE.parent,
     )  # fmt: skip
     choice = [x for x in proc.stderr.splitlines() if "engine.trigger auto" in x]
     return {
@@ -292,6 +294,7 @@ def main() -> None:
         help=f"expensive moves per iteration (default: the shipped configs', {COVID_N_EXPENSIVE})",
     )
     args = ap.parse_args()
+    args.work = args.work.resolve()  # the chains run from this checkout (run_chain)
     args.work.mkdir(parents=True, exist_ok=True)
     events = args.work / f"events-{args.n}.h5"
     if not events.exists():
