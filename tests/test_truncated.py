@@ -245,6 +245,22 @@ def test_lattice_up_rounds_up_by_less_than_one_step():
     assert np.unique(up).size < values.size  # neighbours share a point
 
 
+def test_neighbour_width_is_the_next_lattice_points_within_a_quarter_step():
+    """The worker's extra blocks (``draw_index.neighbour_width``) are those of the lattice
+    point next to ``sigma_t``'s own, on the side it lies nearer, by hand: the points around
+    90 are 2^(104/16) = 90.51 and 2^(105/16) = 94.52."""
+    from hawkes_cli.engine.draw_index import BLOCK_WIDTH, neighbour_width
+
+    lo, hi = 2.0 ** (104 / 16), 2.0 ** (105 / 16)
+    step = hi / lo
+    assert neighbour_width(lo * step**0.1) == BLOCK_WIDTH * lo  # 0.1 steps above lo
+    assert neighbour_width(hi * step**-0.1) == pytest.approx(BLOCK_WIDTH * hi * step, rel=1e-15)
+    assert neighbour_width(lo * step**0.5) is None  # mid-step: both 0.5 away
+    assert neighbour_width(lo * step**0.24) == BLOCK_WIDTH * lo
+    assert neighbour_width(lo * step**0.26) is None
+    assert lattice_up(hi * step**-0.1) == hi and lattice_up(lo * step**0.1) == hi
+
+
 @pytest.mark.parametrize("model", [1, 2])
 def test_lengthscales_between_lattice_points(model, monkeypatch):
     """The grid index and row blocks are built for the lengthscales rounded up to the lattice.

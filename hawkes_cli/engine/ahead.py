@@ -153,9 +153,10 @@ def blocks_for(
 
 
 #: Lattice points (grid index and row-block width) built ahead per draw at most: the first
-#: pass's, then those the iteration's other passes reach (a chain whose proposals cross a
-#: lattice boundary uses two each iteration).
-MAX_BUILDS = 3
+#: pass's and its ``sigma_t`` neighbour's (:meth:`~.draw_index.DrawIndex.start_ahead`), then
+#: those the iteration's other passes reach (a chain whose proposals cross a lattice boundary
+#: uses two each iteration).
+MAX_BUILDS = 4
 #: Things retired (:meth:`IndexAhead.retire`) kept for the worker to free at most: two draws'.
 _RETIRED_KEPT = 8
 
