@@ -335,13 +335,80 @@ __kernel void background_pairs(__global const real *t, const int n, __global con
 }
 
 /*
+ * e^x in float64 from arithmetic alone: no library call. The builtin exp is the device's own
+ * code, and a kernel that passes it a vector is right only where caller and library agree on
+ * how vectors are passed. PoCL 3.0 (LLVM 14) on an AMD EPYC with AVX-512 compiles our code for
+ * "znver3", without AVX-512, but links the AVX-512 variant of its math library: exp(double16)
+ * then returns in two 512-bit registers while our code reads four 256-bit ones (lanes 4-15
+ * garbage, no crash; seen in the code PoCL generates here with that library swapped in).
+ * hermite_box and the expansion boxes' time factors called it, which is why exactly the
+ * expansion-box tests were hundreds of nats off there. Range reduction x = n ln2 + r with ln2
+ * in two parts (n LN2_HI exact for |n| < 2^11), |r| <= ln2 / 2, Taylor series of e^r to degree
+ * 13 (omitted term < 5e-18 relative), 2^n added to the exponent: within 2 ulp of e^x for
+ * -708 <= x <= 709 (1 measured: tests/test_kernel_math.py); 0 below (e^x < 3.3e-308), +inf
+ * above, NaN stays NaN.
+ */
+#define LN2_HI 6.93147180369123816490e-01 /* 0x3fe62e42fee00000 */
+#define LN2_LO 1.90821492927058770002e-10
+static double exp_f64(const double x)
+{
+    const double xc = x < -708.0 ? -708.0 : (x > 709.0 ? 709.0 : x);
+    const double shifted = xc * 1.4426950408889634 + 6755399441055744.0; /* round(x / ln2) */
+    const double n = shifted - 6755399441055744.0;
+    const double r = (xc - n * LN2_HI) - n * LN2_LO;
+    double p = 1.0 / 6227020800.0;
+    p = p * r + 1.0 / 479001600.0;
+    p = p * r + 1.0 / 39916800.0;
+    p = p * r + 1.0 / 3628800.0;
+    p = p * r + 1.0 / 362880.0;
+    p = p * r + 1.0 / 40320.0;
+    p = p * r + 1.0 / 5040.0;
+    p = p * r + 1.0 / 720.0;
+    p = p * r + 1.0 / 120.0;
+    p = p * r + 1.0 / 24.0;
+    p = p * r + 1.0 / 6.0;
+    p = p * r + 0.5;
+    p = p * r + 1.0;
+    p = p * r + 1.0;
+    const long e = (as_long(shifted) - as_long(6755399441055744.0)) << 52;
+    const double v = as_double(as_long(p) + e);
+    return x < -708.0 ? 0.0 : (x > 709.0 ? INFINITY : (x == x ? v : x));
+}
+
+/*
+ * e^x - 1 in float64 without cancellation (the builtin expm1 is the device's library): for
+ * |x| <= ln2 / 2 the Taylor series of e^x less its 1, x (1 + x/2 + ... + x^12 / 13!) (the
+ * omitted term is below 2e-17 of the value); beyond, exp_f64(x) - 1, where |e^x - 1| >= 0.29
+ * keeps exp_f64's 2 ulp within 8 ulp of the difference. Within a few ulp of numpy's expm1
+ * (tests/test_kernel_math.py).
+ */
+static double expm1_f64(const double x)
+{
+    if (x < -0.34657359027997264 || x > 0.34657359027997264) {
+        return exp_f64(x) - 1.0;
+    }
+    double p = 1.0 / 6227020800.0;
+    p = p * x + 1.0 / 479001600.0;
+    p = p * x + 1.0 / 39916800.0;
+    p = p * x + 1.0 / 3628800.0;
+    p = p * x + 1.0 / 362880.0;
+    p = p * x + 1.0 / 40320.0;
+    p = p * x + 1.0 / 5040.0;
+    p = p * x + 1.0 / 720.0;
+    p = p * x + 1.0 / 120.0;
+    p = p * x + 1.0 / 24.0;
+    p = p * x + 1.0 / 6.0;
+    p = p * x + 0.5;
+    p = p * x + 1.0;
+    return p * x;
+}
+
+/*
  * log x for a positive normal double, NaN kept, +inf to +inf (the rates are floored at 1e-40):
  * x = m 2^k with m in [sqrt(1/2), sqrt(2)), log m = 2 atanh(s), s = (m - 1) / (m + 1) (m - 1
  * exact), |s| <= 0.1716, by its series to s^21 (the next term is below 2^-55 of log m); log 2
- * in two parts, k LOG_LN2_HI exact. Within a few ulp of numpy's log (tests/test_kernel_math.py).
+ * in two parts, k LN2_HI exact. Within a few ulp of numpy's log (tests/test_kernel_math.py).
  */
-#define LOG_LN2_HI 6.93147180369123816490e-01 /* 0x3fe62e42fee00000 */
-#define LOG_LN2_LO 1.90821492927058770002e-10
 static double log_series(const double s)
 {
     const double s2 = s * s;
@@ -368,7 +435,7 @@ static double log_f64(const double x)
         k += 1;
     }
     const double kd = (double)k;
-    const double v = kd * LOG_LN2_HI + (kd * LOG_LN2_LO + log_series((m - 1.0) / (m + 1.0)));
+    const double v = kd * LN2_HI + (kd * LN2_LO + log_series((m - 1.0) / (m + 1.0)));
     return (x == x && x <= 1.7976931348623157e308) ? v : x;
 }
 
@@ -669,10 +736,9 @@ __kernel void raster_mass(__global const double *x, __global const double *y, co
         return;
     }
     const int n = pick[i];
-    mass += out0;
-    err += out0;
-    mass[i] = 1.0;
-    err[i] = 0.0;
+    const long at = (long)out0 + i;
+    mass[at] = 1.0;
+    err[at] = 0.0;
     const int k = tile[n];
     if (k < 0) {
         return;
@@ -692,8 +758,8 @@ __kernel void raster_mass(__global const double *x, __global const double *y, co
         val += f * hi;
     }
     val = min(max(val, 0.0), 1.0);
-    mass[i] = val;
-    err[i] = val < 1.0 ? field_error : 0.0;
+    mass[at] = val;
+    err[at] = val < 1.0 ? field_error : 0.0;
 }
 
 /* The rows the host computes itself (engine/region_groups_device.py: per-event rows, and rows
@@ -728,7 +794,7 @@ __kernel void take_rows(__global double *mass, __global const double *err, const
  * points j0 .. j0 + 3, j0 = 1 where five points and u >= 1 (then at u - 1), else 0, by
  * Lagrange weights; M = clamp(1 - cubic, 0, 1). One point: 1 - mass as it is. Its error scale
  * is field_error + interpolation_error where some point's mass is below 1 (one point: only
- * field_error), else 0. With s = -expm1(tail[pick[i]] / sigma_t) (tail: the row's time less
+ * field_error), else 0. With s = -expm1_f64(tail[pick[i]] / sigma_t) (tail: the row's time less
  * the window's end), lane g of `lanes` takes rows g, g + lanes, ... and writes
  *     out[g]         = sum s (1 - M),
  *     out[lanes + g] = sum s e,
@@ -755,7 +821,7 @@ __kernel void edge_lost(const int rows, const int lanes, const int npoints,
         if (lo >= 1.0) {
             continue;
         }
-        const double share = -expm1(tail[n] / sigma_t);
+        const double share = -expm1_f64(tail[n] / sigma_t);
         double lost;
         if (npoints == 1) {
             lost = 1.0 - mass[i];

@@ -72,47 +72,6 @@ static real8 exp2_trunc(const real8 y)
     return y < EXP2_MIN ? (real8)0 : exp2_unmasked(y);
 }
 
-/*
- * e^x in float64 from arithmetic alone: no library call. The builtin exp is the device's own
- * code, and a kernel that passes it a vector is right only where caller and library agree on
- * how vectors are passed. PoCL 3.0 (LLVM 14) on an AMD EPYC with AVX-512 compiles our code for
- * "znver3", without AVX-512, but links the AVX-512 variant of its math library: exp(double16)
- * then returns in two 512-bit registers while our code reads four 256-bit ones (lanes 4-15
- * garbage, no crash; seen in the code PoCL generates here with that library swapped in).
- * hermite_box and the expansion boxes' time factors called it, which is why exactly the
- * expansion-box tests were hundreds of nats off there. Range reduction x = n ln2 + r with ln2
- * in two parts (n LN2_HI exact for |n| < 2^11), |r| <= ln2 / 2, Taylor series of e^r to degree
- * 13 (omitted term < 5e-18 relative), 2^n added to the exponent: within 2 ulp of e^x for
- * -708 <= x <= 709 (1 measured: tests/test_kernel_math.py); 0 below (e^x < 3.3e-308), +inf
- * above, NaN stays NaN.
- */
-#define LN2_HI 6.93147180369123816490e-01 /* 0x3fe62e42fee00000 */
-#define LN2_LO 1.90821492927058770002e-10
-static double exp_f64(const double x)
-{
-    const double xc = x < -708.0 ? -708.0 : (x > 709.0 ? 709.0 : x);
-    const double shifted = xc * 1.4426950408889634 + 6755399441055744.0; /* round(x / ln2) */
-    const double n = shifted - 6755399441055744.0;
-    const double r = (xc - n * LN2_HI) - n * LN2_LO;
-    double p = 1.0 / 6227020800.0;
-    p = p * r + 1.0 / 479001600.0;
-    p = p * r + 1.0 / 39916800.0;
-    p = p * r + 1.0 / 3628800.0;
-    p = p * r + 1.0 / 362880.0;
-    p = p * r + 1.0 / 40320.0;
-    p = p * r + 1.0 / 5040.0;
-    p = p * r + 1.0 / 720.0;
-    p = p * r + 1.0 / 120.0;
-    p = p * r + 1.0 / 24.0;
-    p = p * r + 1.0 / 6.0;
-    p = p * r + 0.5;
-    p = p * r + 1.0;
-    p = p * r + 1.0;
-    const long e = (as_long(shifted) - as_long(6755399441055744.0)) << 52;
-    const double v = as_double(as_long(p) + e);
-    return x < -708.0 ? 0.0 : (x > 709.0 ? INFINITY : (x == x ? v : x));
-}
-
 /* 2^n for an integer n in [-1022, 1023], exactly */
 static double pow2i(const int n)
 {

@@ -158,7 +158,7 @@ def row_sums_case(device: str, n: int) -> dict:
     return {"device": dev.info.name, "lanes": sums.lanes, "worst": worst}
 
 
-def stages_case(device: str, n: int) -> dict:
+def stages_case(device: str, n: int, sums: bool = False) -> dict:
     """The location draw (``draw_points``) and the per-county edge masses (``raster_mass``;
     model 1, and model 2 with each county's density: two raster levels per row) on ``n``
     events in a 6 x 5 grid of square counties over 10 x 10 (its outer boundary within a few
@@ -198,7 +198,16 @@ def stages_case(device: str, n: int) -> dict:
         lost = max(lost, float(np.mean(m0 < 1.0)))
         (m1, _), (m0, _) = m2_device.mass(8.0 * sigma), m2_host.mass(8.0 * sigma)
         worst2 = max(worst2, float(np.max(np.abs(m1 - m0))))
+    # ``sums``: the compensator's edge sums from the masses left on the device (raster_mass at
+    # offsets, edge_lost) against the host's, at and off lattice points
+    sums_worst, tail = 0.0, t - 50.0
+    for edge_d, edge_h, sigma in ((on_device, on_host, 0.5), (m2_device, m2_host, 4.0)):
+        for s in (sigma, sigma * 1.01) if sums else ():
+            d, h = edge_d.lost_sums(s, 7.0, tail), edge_h.lost_sums(s, 7.0, tail)
+            sums_worst = max(sums_worst, *(abs(a - b) / abs(b) for a, b in zip(d, h, strict=True)))
+        assert edge_d._on_device or not sums  # the device's sums, not the host's
     return {
+        "sums_worst": sums_worst,
         "device": dev.info.name,
         "draw_equal": bool(np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])),
         "mass_worst": worst,
@@ -210,7 +219,9 @@ def stages_case(device: str, n: int) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--device", required=True)
-    ap.add_argument("--engine", choices=("exact", "truncated", "rowsums", "stages"), required=True)
+    ap.add_argument(
+        "--engine", choices=("exact", "truncated", "rowsums", "stages", "edgesums"), required=True
+    )
     ap.add_argument("--model", type=int, choices=(1, 2), default=1)
     ap.add_argument("--precision", choices=("float32", "float64"), default="float64")
     ap.add_argument("--n", type=int, default=600)
@@ -219,8 +230,8 @@ def main() -> None:
     if a.engine == "rowsums":
         print(json.dumps(row_sums_case(a.device, a.n)))
         return
-    if a.engine == "stages":
-        print(json.dumps(stages_case(a.device, a.n)))
+    if a.engine in ("stages", "edgesums"):
+        print(json.dumps(stages_case(a.device, a.n, sums=a.engine == "edgesums")))
         return
     print(json.dumps(run(a.device, a.engine, a.model, a.precision, a.n, only_one=a.only_one)))
 

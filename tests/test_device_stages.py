@@ -293,20 +293,26 @@ def test_model2_grouped_masses_read_on_the_device_are_the_hosts(counties):
             np.testing.assert_array_equal(e1, e0)
 
 
+@pytest.mark.parametrize("poison", [None, float("nan")], ids=["plain", "poisoned"])
 @pytest.mark.parametrize("model", [1, 2])
-def test_compensator_edge_sums_on_the_device_are_the_hosts(counties, model):
+def test_compensator_edge_sums_on_the_device_are_the_hosts(counties, model, poison, monkeypatch):
     """The compensator's edge sums ``sum s_n (1 - M_n)`` and ``sum s_n e_n`` (``s_n = 1 -
     exp(-(T - t_n) / sigma_t)``) summed on the device from masses left there
     (``edge_lost``) equal the same sums by hand from the host's own masses (``mass``), to
     float64 rounding: on and off lattice points (model 1: one point and four; model 2: four
     and five), across a lattice point and back, at two sigma_t, after a redraw, with the rows
     the host computes among them (model 1: a wide county's row in none of its squares); and
-    with rows out of their counties' boxes (then the host's path)."""
+    with rows out of their counties' boxes (then the host's path). ``poisoned``: every buffer
+    the kernels write starts as NaN (``device.POISON``), so a mass or lane ``edge_lost`` read
+    that no kernel wrote would turn a sum into NaN (Oclgrind's uninitialised-value check
+    cannot see this: tests/test_simulator.py)."""
+    from hawkes_cli.engine import device as device_mod
     from hawkes_cli.engine.device import Device, DeviceEvents
     from hawkes_cli.engine.edge_mass import EdgeMass, mass_lattice
     from hawkes_cli.engine.region import BoundaryRegion
     from hawkes_cli.engine.region_groups import EventGroups
 
+    monkeypatch.setattr(device_mod, "POISON", poison)
     polys, codes = counties
     codes = codes[:20_000]
     region = BoundaryRegion.from_triangles(polys.triangles)
