@@ -261,6 +261,36 @@ def test_neighbour_width_is_the_next_lattice_points_within_a_quarter_step():
     assert lattice_up(hi * step**-0.1) == hi and lattice_up(lo * step**0.1) == hi
 
 
+def test_neighbour_blocks_are_built_ahead_only_off_the_cpu():
+    """On a CPU device (PoCL here) the worker builds the next draw's blocks at the chain's own
+    lattice point only; where the device is not the CPU also at ``neighbour_width``'s
+    (``DrawIndex.start_ahead``; the worker's builds would take the kernels' cores)."""
+    from hawkes_cli.engine.draw_index import BLOCK_WIDTH
+
+    t, x, y, d = make_events(300, integer_days=True, seed=3)
+    tr = build_backend("truncated", t, x, y, d, model=1, area=AREA)
+    draw = tr._draw
+    assert tr.events.device.info.kind == "cpu" and not draw._neighbours
+
+    class Recorder:
+        def __init__(self):
+            self.calls = []
+
+        def start(self, key, width):
+            self.calls.append((key, width))
+
+    lo, hi = 2.0 ** (104 / 16), 2.0 ** (105 / 16)
+    sigma_t = lo * (hi / lo) ** 0.1  # 0.1 steps above lo: its neighbour is lo
+    draw.ahead = Recorder()
+    draw.start_ahead(0.05, sigma_t, 17.0)
+    assert [w for _, w in draw.ahead.calls] == [BLOCK_WIDTH * hi]
+    draw._neighbours = True  # as on a GPU
+    draw.ahead = Recorder()
+    draw.start_ahead(0.05, sigma_t, 17.0)
+    assert [w for _, w in draw.ahead.calls] == [BLOCK_WIDTH * hi, BLOCK_WIDTH * lo]
+    assert draw.ahead.calls[0][0] == draw.ahead.calls[1][0] == (lattice_up(0.05), lattice_up(17.0))
+
+
 @pytest.mark.parametrize("model", [1, 2])
 def test_lengthscales_between_lattice_points(model, monkeypatch):
     """The grid index and row blocks are built for the lengthscales rounded up to the lattice.

@@ -37,7 +37,10 @@ REACH = 1.5
 #: worker build the next draw's blocks there too (:meth:`DrawIndex.start_ahead`): a quarter of
 #: a step is 1.1% of ``sigma_t``, about a 1M posterior's sd, so the chain's next proposals
 #: often cross it (a bench chain's sigma_t of 91, 0.13 steps above 90.5, built blocks on the
-#: main thread in half its iterations).
+#: main thread in half its iterations). Only where the device is not the CPU: on a CPU device
+#: the worker's builds take cores from the kernels, and a 2-core PoCL chain at 1M ran 4-5%
+#: slower in wall time with them (model 1, which never used them) for 0.01 s less main-thread
+#: CPU (model 2) (``benchmarks/results/iteration-neighbour-*.txt``).
 NEIGHBOUR_STEPS = 0.25
 
 
@@ -83,6 +86,7 @@ class DrawIndex:
         self.ahead = IndexAhead(inputs)
         self._buf_wd, self._buf_level = weight_buffer, level_buffer
         self._floor = floor
+        self._neighbours = events.device.info.kind != "cpu"  # see NEIGHBOUR_STEPS
         self.presence: DevicePresence | None = None
         self._indexes: OrderedDict[tuple[float, float], DeviceIndex] = OrderedDict()
         self._blocks: OrderedDict[tuple[float, float, float], DeviceBlocks] = OrderedDict()
@@ -109,10 +113,11 @@ class DrawIndex:
     def start_ahead(self, sigma_x: float, sigma_t: float, kappa: float) -> None:
         """Have the worker build the next draw's index and blocks at this lattice point, and
         the blocks of the next ``sigma_t`` lattice point where ``sigma_t`` lies within
-        :data:`NEIGHBOUR_STEPS` of it (:func:`neighbour_width`)."""
+        :data:`NEIGHBOUR_STEPS` of it (:func:`neighbour_width`) and the device is not the
+        CPU."""
         key = (lattice_up(sigma_x), lattice_up(kappa))
         self.ahead.start(key, BLOCK_WIDTH * lattice_up(sigma_t))
-        other = neighbour_width(sigma_t)
+        other = neighbour_width(sigma_t) if self._neighbours else None
         if other is not None:
             self.ahead.start(key, other)
 
