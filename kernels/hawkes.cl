@@ -334,6 +334,25 @@ __kernel void background_pairs(__global const real *t, const int n, __global con
     out[g] = acc;
 }
 
+/* (e^r - 1) / r from its Taylor series to degree 12, 1 + r/2! + ... + r^12/13!, by Horner
+ * (exp_f64 and expm1_f64; |r| <= ln2 / 2 there). */
+static double exp_series13(const double r)
+{
+    double p = 1.0 / 6227020800.0;
+    p = p * r + 1.0 / 479001600.0;
+    p = p * r + 1.0 / 39916800.0;
+    p = p * r + 1.0 / 3628800.0;
+    p = p * r + 1.0 / 362880.0;
+    p = p * r + 1.0 / 40320.0;
+    p = p * r + 1.0 / 5040.0;
+    p = p * r + 1.0 / 720.0;
+    p = p * r + 1.0 / 120.0;
+    p = p * r + 1.0 / 24.0;
+    p = p * r + 1.0 / 6.0;
+    p = p * r + 0.5;
+    return p * r + 1.0;
+}
+
 /*
  * e^x in float64 from arithmetic alone: no library call. The builtin exp is the device's own
  * code, and a kernel that passes it a vector is right only where caller and library agree on
@@ -356,20 +375,7 @@ static double exp_f64(const double x)
     const double shifted = xc * 1.4426950408889634 + 6755399441055744.0; /* round(x / ln2) */
     const double n = shifted - 6755399441055744.0;
     const double r = (xc - n * LN2_HI) - n * LN2_LO;
-    double p = 1.0 / 6227020800.0;
-    p = p * r + 1.0 / 479001600.0;
-    p = p * r + 1.0 / 39916800.0;
-    p = p * r + 1.0 / 3628800.0;
-    p = p * r + 1.0 / 362880.0;
-    p = p * r + 1.0 / 40320.0;
-    p = p * r + 1.0 / 5040.0;
-    p = p * r + 1.0 / 720.0;
-    p = p * r + 1.0 / 120.0;
-    p = p * r + 1.0 / 24.0;
-    p = p * r + 1.0 / 6.0;
-    p = p * r + 0.5;
-    p = p * r + 1.0;
-    p = p * r + 1.0;
+    const double p = exp_series13(r) * r + 1.0;
     const long e = (as_long(shifted) - as_long(6755399441055744.0)) << 52;
     const double v = as_double(as_long(p) + e);
     return x < -708.0 ? 0.0 : (x > 709.0 ? INFINITY : (x == x ? v : x));
@@ -387,20 +393,7 @@ static double expm1_f64(const double x)
     if (x < -0.34657359027997264 || x > 0.34657359027997264) {
         return exp_f64(x) - 1.0;
     }
-    double p = 1.0 / 6227020800.0;
-    p = p * x + 1.0 / 479001600.0;
-    p = p * x + 1.0 / 39916800.0;
-    p = p * x + 1.0 / 3628800.0;
-    p = p * x + 1.0 / 362880.0;
-    p = p * x + 1.0 / 40320.0;
-    p = p * x + 1.0 / 5040.0;
-    p = p * x + 1.0 / 720.0;
-    p = p * x + 1.0 / 120.0;
-    p = p * x + 1.0 / 24.0;
-    p = p * x + 1.0 / 6.0;
-    p = p * x + 0.5;
-    p = p * x + 1.0;
-    return p * x;
+    return exp_series13(x) * x;
 }
 
 /*

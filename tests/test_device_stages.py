@@ -293,6 +293,28 @@ def test_model2_grouped_masses_read_on_the_device_are_the_hosts(counties):
             np.testing.assert_array_equal(e1, e0)
 
 
+def _county_case(counties, model):
+    """20,000 events in the US counties for the edge masses' device tests: ``(polys, codes,
+    region, groups, density, sigma_x, x, y, t)``; model 2 with county densities log-uniform
+    over 5-500 and its lengthscale scale."""
+    from hawkes_cli.engine.region import BoundaryRegion
+    from hawkes_cli.engine.region_groups import EventGroups
+
+    polys, codes = counties
+    codes = codes[:20_000]
+    region = BoundaryRegion.from_triangles(polys.triangles)
+    groups = EventGroups.of_polygons(polys.triangles, polys.tri_owner, codes)
+    density, sigma_x = None, 0.0475
+    if model == 2:
+        county_d = np.exp(
+            np.random.default_rng(4).uniform(np.log(5.0), np.log(500.0), len(groups.boxes))
+        )
+        density, sigma_x = county_d[groups.group], 0.5075
+    x, y = polys.sample(codes, np.random.default_rng(2))
+    t = np.sort(np.random.default_rng(1).uniform(0.0, 100.0, codes.size))
+    return polys, codes, region, groups, density, sigma_x, x, y, t
+
+
 @pytest.mark.parametrize("poison", [None, float("nan")], ids=["plain", "poisoned"])
 @pytest.mark.parametrize("model", [1, 2])
 def test_compensator_edge_sums_on_the_device_are_the_hosts(counties, model, poison, monkeypatch):
@@ -309,22 +331,9 @@ def test_compensator_edge_sums_on_the_device_are_the_hosts(counties, model, pois
     from hawkes_cli.engine import device as device_mod
     from hawkes_cli.engine.device import Device, DeviceEvents
     from hawkes_cli.engine.edge_mass import EdgeMass, mass_lattice
-    from hawkes_cli.engine.region import BoundaryRegion
-    from hawkes_cli.engine.region_groups import EventGroups
 
     monkeypatch.setattr(device_mod, "POISON", poison)
-    polys, codes = counties
-    codes = codes[:20_000]
-    region = BoundaryRegion.from_triangles(polys.triangles)
-    groups = EventGroups.of_polygons(polys.triangles, polys.tri_owner, codes)
-    density, sigma_x = None, 0.0475
-    if model == 2:
-        county_d = np.exp(
-            np.random.default_rng(4).uniform(np.log(5.0), np.log(500.0), len(groups.boxes))
-        )
-        density, sigma_x = county_d[groups.group], 0.5075
-    x, y = polys.sample(codes, np.random.default_rng(2))
-    t = np.sort(np.random.default_rng(1).uniform(0.0, 100.0, codes.size))
+    polys, codes, region, groups, density, sigma_x, x, y, t = _county_case(counties, model)
     tail = t - 100.0
     events = DeviceEvents(Device.select(None), t, x, y, density, precision="float32")
     kw = {"rows": (0, codes.size), "density": density, "groups": groups}
@@ -384,21 +393,8 @@ def test_a_redraw_uploads_no_raster_again(counties, model, monkeypatch):
     from hawkes_cli.engine import region_groups_device
     from hawkes_cli.engine.device import Device, DeviceEvents
     from hawkes_cli.engine.edge_mass import EdgeMass
-    from hawkes_cli.engine.region import BoundaryRegion
-    from hawkes_cli.engine.region_groups import EventGroups
 
-    polys, codes = counties
-    codes = codes[:20_000]
-    region = BoundaryRegion.from_triangles(polys.triangles)
-    groups = EventGroups.of_polygons(polys.triangles, polys.tri_owner, codes)
-    density, sigma_x = None, 0.0475
-    if model == 2:
-        county_d = np.exp(
-            np.random.default_rng(4).uniform(np.log(5.0), np.log(500.0), len(groups.boxes))
-        )
-        density, sigma_x = county_d[groups.group], 0.5075
-    x, y = polys.sample(codes, np.random.default_rng(2))
-    t = np.sort(np.random.default_rng(1).uniform(0.0, 100.0, codes.size))
+    polys, codes, region, groups, density, sigma_x, x, y, t = _county_case(counties, model)
     events = DeviceEvents(Device.select(None), t, x, y, density, precision="float32")
     edge = EdgeMass(
         region, x, y, rows=(0, codes.size), density=density, groups=groups, events=events
