@@ -39,8 +39,8 @@ REACH = 1.5
 #: often cross it (a bench chain's sigma_t of 91, 0.13 steps above 90.5, built blocks on the
 #: main thread in half its iterations). Only where the device is not the CPU: on a CPU device
 #: the worker's builds take cores from the kernels, and a 2-core PoCL chain at 1M ran 4-5%
-#: slower in wall time with them (model 1, which never used them) for 0.01 s less main-thread
-#: CPU (model 2) (``docs/speed.md``, *The compensator's edge sums on the device*).
+#: slower in wall time with them (model 1, which never used them) for 0.01-0.02 s less
+#: main-thread CPU (model 2) (``docs/speed.md``, *The compensator's edge sums on the device*).
 NEIGHBOUR_STEPS = 0.25
 
 
